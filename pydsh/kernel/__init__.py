@@ -1,0 +1,22 @@
+"""The kernel: context, services, typed events, scopes, effects and plugin loading."""
+
+from pydsh.kernel.cancel import AbortController, AbortError, AbortSignal
+from pydsh.kernel.context import Context
+from pydsh.kernel.errors import KernelError
+from pydsh.kernel.events import define_event
+from pydsh.kernel.host import Kernel
+from pydsh.kernel.plugin import Service
+from pydsh.kernel.scope import Scope, create_scope
+
+__all__ = [
+    "AbortController",
+    "AbortError",
+    "AbortSignal",
+    "Context",
+    "Kernel",
+    "KernelError",
+    "Scope",
+    "Service",
+    "create_scope",
+    "define_event",
+]

@@ -1,0 +1,216 @@
+"""Context: service locator, event bus front and effect owner (spec 01 §3).
+
+A context belongs to one fiber (whose effect stack receives every registration made through
+it), may carry a scope tag, and resolves each service name through a realm. Child contexts
+made with :meth:`Context.extend` / :meth:`Context.isolate` share the fiber.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from pydsh.kernel.errors import KernelError
+from pydsh.kernel.events import EventBus
+from pydsh.kernel.fiber import Disposer, Fiber, async_teardown_of, teardown_of
+from pydsh.kernel.scope import ScopeTree
+
+if TYPE_CHECKING:
+    from pydsh.kernel.plugin import Loader
+
+
+class Realm:
+    """A table ``name -> service`` whose changes are reported to the loader."""
+
+    __slots__ = ("_services", "_on_change")
+
+    def __init__(self, on_change: Callable[[Realm, str], None]) -> None:
+        self._services: dict[str, object] = {}
+        self._on_change = on_change
+
+    def get(self, name: str) -> object | None:
+        return self._services.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._services
+
+    def set(self, name: str, value: object) -> None:
+        self._services[name] = value
+        self._on_change(self, name)
+
+    def discard(self, name: str, value: object) -> None:
+        if self._services.get(name) is value:
+            del self._services[name]
+            self._on_change(self, name)
+
+
+class Runtime:
+    """Process-wide kernel state shared by every context of one composition."""
+
+    def __init__(self) -> None:
+        from pydsh.kernel.plugin import Loader
+
+        self.scopes = ScopeTree()
+        self.bus = EventBus(self.scopes)
+        self.loader: Loader = Loader(self)
+        self.root_realm = Realm(self.loader.service_changed)
+
+
+class Context:
+    """What a plugin receives: services, events, effects and its scope tag."""
+
+    __slots__ = ("runtime", "fiber", "scope", "_realms", "_labels", "props")
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        fiber: Fiber,
+        *,
+        scope: object | None = None,
+        realms: dict[str, Realm] | None = None,
+        props: dict[str, Any] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.fiber = fiber
+        self.scope = scope
+        self._realms: dict[str, Realm] = realms or {}
+        self._labels: dict[tuple[str, str], Realm] | None = None
+        self.props: dict[str, Any] = props or {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        props = object.__getattribute__(self, "props")
+        if name in props:
+            return props[name]
+        return self.require(name)
+
+    def __repr__(self) -> str:
+        return f"<Context fiber={self.fiber.row_id} scope={self.scope!r}>"
+
+    @property
+    def logger(self) -> logging.Logger:
+        return logging.getLogger(f"pydsh.plugin.{self.fiber.plugin_name}")
+
+    # -- services -------------------------------------------------------------------------
+
+    def realm_of(self, name: str) -> Realm:
+        return self._realms.get(name) or self.runtime.root_realm
+
+    def get(self, name: str) -> Any:
+        return self.realm_of(name).get(name)
+
+    def require(self, name: str) -> Any:
+        value = self.realm_of(name).get(name)
+        if value is None:
+            raise KernelError("MISSING_SERVICE", name)
+        return value
+
+    def provide(self, name: str, value: object) -> Disposer:
+        realm = self.realm_of(name)
+        if name in realm:
+            raise KernelError("DUPLICATE_SERVICE", name)
+        if not self.fiber.accepts_effects:
+            raise KernelError("INACTIVE_EFFECT", f"fiber {self.fiber.row_id} is {self.fiber.state}")
+        realm.set(name, value)
+        return self.fiber.push(lambda: realm.discard(name, value))
+
+    # -- derived contexts -----------------------------------------------------------------
+
+    def child(self, fiber: Fiber, *, scope: object | None = None) -> Context:
+        """A context for ``fiber`` seeing the same realms (scope tag inherited unless given)."""
+        ctx = Context(
+            self.runtime,
+            fiber,
+            scope=self.scope if scope is None else scope,
+            realms=self._realms,
+            props=self.props,
+        )
+        fiber.ctx = ctx
+        return ctx
+
+    def extend(self, **props: Any) -> Context:
+        return Context(
+            self.runtime, self.fiber, scope=self.scope, realms=self._realms, props={**self.props, **props}
+        )
+
+    def isolate(self, name: str, label: str | None = None) -> Context:
+        """A child context in which ``name`` resolves to a fresh realm (shared per label)."""
+        if label is None:
+            realm = Realm(self.runtime.loader.service_changed)
+        else:
+            if self._labels is None:
+                self._labels = {}
+            realm = self._labels.get((name, label)) or Realm(self.runtime.loader.service_changed)
+            self._labels[(name, label)] = realm
+        return Context(
+            self.runtime,
+            self.fiber,
+            scope=self.scope,
+            realms={**self._realms, name: realm},
+            props=self.props,
+        )
+
+    # -- effects --------------------------------------------------------------------------
+
+    def effect(self, execute: Callable[[], object], label: str = "") -> Disposer:
+        """Run ``execute`` now and push what it returned as this fiber's teardown."""
+        if not self.fiber.accepts_effects:
+            raise KernelError("INACTIVE_EFFECT", f"{label or 'effect'} on {self.fiber.state} fiber")
+        teardown = teardown_of(execute())
+        return self.fiber.push(teardown or _noop)
+
+    async def async_effect(self, execute: Callable[[], object], label: str = "") -> Disposer:
+        """Like :meth:`effect` but also accepts awaitables and async generators/managers."""
+        if not self.fiber.accepts_effects:
+            raise KernelError("INACTIVE_EFFECT", f"{label or 'effect'} on {self.fiber.state} fiber")
+        teardown = await async_teardown_of(execute())
+        return self.fiber.push(teardown or _noop)
+
+    def register(self, remove: Callable[[], Any]) -> Disposer:
+        """Push an already-made registration's remover onto this fiber's stack."""
+        return self.fiber.push(remove)
+
+    async def inject(self, deps: Iterable[str], callback: Callable[[Context], Any]) -> Fiber:
+        """Run ``callback`` as a sub-fiber while every service in ``deps`` exists."""
+        return await self.runtime.loader.inject(self, tuple(deps), callback)
+
+    # -- events ---------------------------------------------------------------------------
+
+    def on(
+        self,
+        event: str,
+        listener: Callable[..., Any],
+        *,
+        prepend: bool = False,
+        global_: bool = False,
+    ) -> Disposer:
+        if not self.fiber.accepts_effects:
+            raise KernelError("INACTIVE_EFFECT", f"listener for {event} on {self.fiber.state} fiber")
+        remove = self.runtime.bus.add(event, listener, self.scope, prepend=prepend, global_=global_)
+        return self.fiber.push(remove)
+
+    def emit(self, name: str, *args: Any, scope: object | None = None) -> None:
+        self.runtime.bus.emit(name, *args, scope=scope)
+
+    async def parallel(self, name: str, *args: Any, scope: object | None = None) -> None:
+        await self.runtime.bus.parallel(name, *args, scope=scope)
+
+    async def serial(self, name: str, *args: Any, scope: object | None = None) -> Any:
+        return await self.runtime.bus.serial(name, *args, scope=scope)
+
+    def bail(self, name: str, *args: Any, scope: object | None = None) -> Any:
+        return self.runtime.bus.bail(name, *args, scope=scope)
+
+    async def waterfall(
+        self, name: str, payload: Any, default: Callable[[], Any], *, scope: object | None = None
+    ) -> Any:
+        return await self.runtime.bus.waterfall(name, payload, default, scope=scope)
+
+    def has_listeners(self, name: str) -> bool:
+        return self.runtime.bus.has_listeners(name)
+
+
+def _noop() -> None:
+    return None

@@ -1,0 +1,335 @@
+"""Plugins: discovery by name, config validation, inject-gated activation (spec 01 §4, §7, §8).
+
+The :class:`Loader` owns every loadable fiber. A fiber activates once all the services it
+injects exist in its realm, is unloaded when one of them disappears, and is reloaded when one
+is replaced. Activation failures roll back what the plugin registered and leave the row
+``failed`` without stopping unrelated rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import logging
+import types
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydsh.kernel.errors import KernelError
+from pydsh.kernel.fiber import ACTIVE, DISPOSED, DISPOSING, FAILED, LOADING, PENDING, Fiber
+
+if TYPE_CHECKING:
+    from pydsh.kernel.compose import Row
+    from pydsh.kernel.context import Context, Realm, Runtime
+
+log = logging.getLogger("pydsh.kernel")
+
+GROUP = "pydsh:group"
+GROUP_ALIASES = frozenset({GROUP, "cordis:group"})
+
+
+class Service:
+    """Base class for service plugins: constructing one provides it under ``service_name``."""
+
+    def __init__(self, ctx: Context, service_name: str) -> None:
+        self.ctx = ctx
+        ctx.provide(service_name, self)
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """A resolved plugin: what to call and the metadata read from it."""
+
+    name: str
+    target: object
+    inject: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    config_model: Any = None
+
+
+_ENTRY_POINTS: dict[str, str] | None = None
+
+
+def entry_point_table() -> dict[str, str]:
+    """``pydsh.plugins`` entry points (name -> value), read once per process."""
+    global _ENTRY_POINTS
+    if _ENTRY_POINTS is None:
+        from importlib.metadata import entry_points
+
+        _ENTRY_POINTS = {ep.name: ep.value for ep in entry_points(group="pydsh.plugins")}
+    return _ENTRY_POINTS
+
+
+def _import_target(ref: str) -> object:
+    module_name, _, attr = ref.partition(":")
+    obj: object = importlib.import_module(module_name.strip())
+    for part in filter(None, attr.strip().split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve_plugin(name: str) -> PluginInfo:
+    """Resolve a row ``name``: entry point, then dotted import path (spec 01 §8)."""
+    table = entry_point_table()
+    ref = table.get(name)
+    if ref is None and name.startswith("@deepseek-ai/dsh-"):
+        ref = table.get(name.removeprefix("@deepseek-ai/dsh-"))
+    if ref is None and ("." in name or ":" in name) and " " not in name:
+        ref = name
+    if ref is None:
+        raise KernelError("PLUGIN_NOT_FOUND", name)
+    try:
+        target = _import_target(ref)
+    except ImportError as exc:
+        raise KernelError("PLUGIN_NOT_FOUND", f"{name} ({exc})") from exc
+    except AttributeError as exc:
+        raise KernelError("PLUGIN_NOT_FOUND", f"{name} ({exc})") from exc
+    if isinstance(target, types.ModuleType) and not hasattr(target, "apply"):
+        raise KernelError("PLUGIN_NOT_FOUND", f"{name}: module {target.__name__} has no apply()")
+    declared = getattr(target, "name", None)
+    return PluginInfo(
+        name=declared if isinstance(declared, str) else name,
+        target=target,
+        inject=tuple(getattr(target, "inject", ()) or ()),
+        optional=tuple(getattr(target, "optional", ()) or ()),
+        config_model=getattr(target, "Config", None),
+    )
+
+
+def validate_config(row_id: str, info: PluginInfo, raw: object) -> Any:
+    """Validate a row's (already interpolated) config with the plugin's ``Config`` model."""
+    model = info.config_model
+    if model is None:
+        if raw not in (None, {}):
+            raise KernelError("CONFIG_INVALID", f'row "{row_id}": plugin {info.name} takes no config')
+        return None
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate({} if raw is None else raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise KernelError("CONFIG_INVALID", f'row "{row_id}" ({info.name}): {problems}') from None
+
+
+async def apply_plugin(info: PluginInfo, ctx: Context, config: Any) -> Any:
+    """Run one plugin form against ``ctx``; returns the instance for class plugins."""
+    target = info.target
+    if isinstance(target, type):
+        instance = target(ctx, config)
+        start = getattr(instance, "start", None)
+        if start is not None:
+            result = start()
+            if inspect.isawaitable(result):
+                await result
+        return instance
+    fn = target.apply if isinstance(target, types.ModuleType) else target
+    if not callable(fn):
+        raise KernelError("PLUGIN_NOT_FOUND", f"{info.name} is not callable")
+    result = fn(ctx, config)
+    if inspect.isawaitable(result):
+        await result
+    return None
+
+
+@dataclass(eq=False)
+class Slot:
+    """A loadable fiber: what it waits for and how to (re)start it."""
+
+    fiber: Fiber
+    ctx: Context
+    deps: tuple[str, ...]
+    optional: tuple[str, ...]
+    start: Callable[[Context], Awaitable[Any]]
+    bound: dict[str, object] = field(default_factory=dict)
+
+    def watched(self) -> tuple[str, ...]:
+        return self.deps + self.optional
+
+
+class Loader:
+    """Activates, reloads and unloads fibers as the services they inject come and go."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._slots: dict[Fiber, Slot] = {}
+        self._by_dep: dict[str, set[Slot]] = {}
+        self._queue: deque[Slot] = deque()
+        self._settling: asyncio.Task[None] | None = None
+        self.failures: list[Fiber] = []
+
+    # -- creating fibers ------------------------------------------------------------------
+
+    def add(
+        self,
+        parent_ctx: Context,
+        fiber: Fiber,
+        deps: tuple[str, ...],
+        start: Callable[[Context], Awaitable[Any]],
+        optional: tuple[str, ...] = (),
+    ) -> Slot:
+        slot = Slot(fiber, parent_ctx.child(fiber), deps, optional, start)
+        self._slots[fiber] = slot
+        for name in slot.watched():
+            self._by_dep.setdefault(name, set()).add(slot)
+        self._queue.append(slot)
+        return slot
+
+    def add_row(self, parent_ctx: Context, row: Row) -> Fiber:
+        """Create the fiber of one composition row (disabled rows are not loaded)."""
+        fiber = Fiber(row.id, row.name, parent_ctx.fiber)
+        if row.name in GROUP_ALIASES:
+            self.add(parent_ctx, fiber, tuple(row.inject), lambda ctx: self._start_group(ctx, row))
+            return fiber
+        try:
+            info = resolve_plugin(row.name)
+        except KernelError as exc:
+            self._fail(fiber, exc)
+            return fiber
+        deps = tuple(dict.fromkeys((*info.inject, *row.inject)))
+        self.add(parent_ctx, fiber, deps, lambda ctx: self._start_row(ctx, row, info), info.optional)
+        return fiber
+
+    async def _start_row(self, ctx: Context, row: Row, info: PluginInfo) -> None:
+        config = validate_config(row.id, info, row.config)
+        ctx.fiber.config = config
+        ctx.fiber.instance = await apply_plugin(info, ctx, config)
+
+    async def _start_group(self, ctx: Context, row: Row) -> None:
+        for name, label in (row.isolate or {}).items():
+            ctx = ctx.isolate(name, None if label is True else str(label))
+        self.add_rows(ctx, row.children)
+
+    def add_rows(self, parent_ctx: Context, rows: list[Row]) -> None:
+        for row in rows:
+            if row.disabled is not True:
+                self.add_row(parent_ctx, row)
+
+    async def inject(
+        self, parent_ctx: Context, deps: tuple[str, ...], callback: Callable[[Context], Any]
+    ) -> Fiber:
+        fiber = Fiber(f"{parent_ctx.fiber.row_id}/inject", parent_ctx.fiber.plugin_name, parent_ctx.fiber)
+
+        async def start(ctx: Context) -> None:
+            result = callback(ctx)
+            if inspect.isawaitable(result):
+                await result
+
+        self.add(parent_ctx, fiber, deps, start)
+        await self.settle()
+        return fiber
+
+    def _fail(self, fiber: Fiber, exc: BaseException) -> None:
+        fiber.state = FAILED
+        fiber.error = exc
+        if fiber not in self.failures:
+            self.failures.append(fiber)
+        log.error('plugin row "%s" (%s) failed: %s', fiber.row_id, fiber.plugin_name, _chain(exc))
+
+    # -- reacting to services -------------------------------------------------------------
+
+    def service_changed(self, realm: Realm, name: str) -> None:
+        for slot in tuple(self._by_dep.get(name, ())):
+            if slot.ctx.realm_of(name) is realm:
+                self._queue.append(slot)
+        self._kick()
+
+    def _kick(self) -> None:
+        if self._settling is not None or not self._queue:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._settling = loop.create_task(self._drain())
+
+    async def settle(self) -> None:
+        """Process queued activations until nothing more can change."""
+        while self._queue or self._settling is not None:
+            if self._settling is None:
+                self._settling = asyncio.get_running_loop().create_task(self._drain())
+            task = self._settling
+            if task is asyncio.current_task():
+                return
+            await asyncio.shield(task)
+
+    async def _drain(self) -> None:
+        try:
+            while self._queue:
+                await self._reconcile(self._queue.popleft())
+        finally:
+            self._settling = None
+
+    async def _reconcile(self, slot: Slot) -> None:
+        fiber = slot.fiber
+        if fiber not in self._slots or fiber.state in (DISPOSING, DISPOSED, LOADING):
+            return
+        current = {name: slot.ctx.get(name) for name in slot.watched()}
+        if fiber.state == ACTIVE:
+            if all(slot.bound.get(k) is v for k, v in current.items()):
+                return
+            await self._unload(fiber)
+            fiber.state = PENDING
+        if fiber.state == FAILED and all(slot.bound.get(k) is v for k, v in current.items()):
+            return
+        if all(current[name] is not None for name in slot.deps):
+            await self._activate(slot, current)
+        elif fiber.state != FAILED:
+            fiber.state = PENDING
+            slot.bound = current
+
+    async def _activate(self, slot: Slot, bound: dict[str, object]) -> None:
+        fiber = slot.fiber
+        fiber.state = LOADING
+        fiber.error = None
+        slot.bound = bound
+        try:
+            await slot.start(slot.ctx)
+        except Exception as exc:
+            errors = await self._unload(fiber)
+            for err in errors:
+                log.warning("rollback of %s: %s", fiber.row_id, _chain(err))
+            self._fail(fiber, exc)
+            return
+        fiber.state = ACTIVE
+        if fiber in self.failures:
+            self.failures.remove(fiber)
+
+    # -- unloading ------------------------------------------------------------------------
+
+    async def _unload(self, fiber: Fiber) -> list[Exception]:
+        """Unwind ``fiber``'s effects LIFO, then unload its children in reverse order."""
+        fiber.state = DISPOSING
+        errors = await fiber.unwind()
+        for child in reversed(fiber.children):
+            errors.extend(await self.dispose(child, detach=False))
+        fiber.children.clear()
+        return errors
+
+    async def dispose(self, fiber: Fiber, *, detach: bool = True) -> list[Exception]:
+        """Unload ``fiber`` for good and forget it; returns the teardown errors."""
+        if fiber.state == DISPOSED:
+            return []
+        slot = self._slots.pop(fiber, None)
+        if slot is not None:
+            for name in slot.watched():
+                self._by_dep.get(name, set()).discard(slot)
+        errors = await self._unload(fiber)
+        fiber.state = DISPOSED
+        if detach and fiber.parent is not None and fiber in fiber.parent.children:
+            fiber.parent.children.remove(fiber)
+        return errors
+
+
+def _chain(exc: BaseException) -> str:
+    parts = [f"{type(exc).__name__}: {exc}"]
+    cur = exc.__cause__
+    while cur is not None and len(parts) < 8:
+        parts.append(f"{type(cur).__name__}: {cur}")
+        cur = cur.__cause__
+    return " <- ".join(parts)
