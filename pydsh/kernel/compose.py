@@ -262,9 +262,7 @@ class Composition:
             if key in op:
                 found = find_row(self.rows, str(op[key]))
                 if found is None:
-                    self.warnings.append(
-                        f'{where}: insert {key} unknown row "{op[key]}"; appended at the end'
-                    )
+                    self.warnings.append(f'{where}: insert {key} unknown row "{op[key]}"; appended at the end')
                     continue
                 target = found[0]
                 index = target.index(found[1]) + (1 if key == "after" else 0)

@@ -131,9 +131,7 @@ class Context:
         return ctx
 
     def extend(self, **props: Any) -> Context:
-        return Context(
-            self.runtime, self.fiber, scope=self.scope, realms=self._realms, props={**self.props, **props}
-        )
+        return Context(self.runtime, self.fiber, scope=self.scope, realms=self._realms, props={**self.props, **props})
 
     def isolate(self, name: str, label: str | None = None) -> Context:
         """A child context in which ``name`` resolves to a fresh realm (shared per label)."""

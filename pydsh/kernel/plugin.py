@@ -210,9 +210,7 @@ class Loader:
             if row.disabled is not True:
                 self.add_row(parent_ctx, row)
 
-    async def inject(
-        self, parent_ctx: Context, deps: tuple[str, ...], callback: Callable[[Context], Any]
-    ) -> Fiber:
+    async def inject(self, parent_ctx: Context, deps: tuple[str, ...], callback: Callable[[Context], Any]) -> Fiber:
         fiber = Fiber(f"{parent_ctx.fiber.row_id}/inject", parent_ctx.fiber.plugin_name, parent_ctx.fiber)
 
         async def start(ctx: Context) -> None:

@@ -121,9 +121,7 @@ def test_include_bundle_expands_inline() -> None:
     assert "tool-fs" in ids and "inc" not in ids
 
 
-def test_profile_materialised_from_template_and_layer_order(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_profile_materialised_from_template_and_layer_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DSH_HOME", str(tmp_path))
     directory = ensure_profile("sdk")
     assert (directory / "profile.yml").is_file()
@@ -154,8 +152,7 @@ def test_missing_plugin_bundle_degrades_alone(monkeypatch: pytest.MonkeyPatch, t
     directory = ensure_profile("headless")
     text = (directory / "profile.yml").read_text()
     (directory / "profile.yml").write_text(
-        text.replace("bundles: [", "bundles: [agent-message, ")
-        + "plugins: {pydsh-agent-message: [agent-message]}\n"
+        text.replace("bundles: [", "bundles: [agent-message, ") + "plugins: {pydsh-agent-message: [agent-message]}\n"
     )
     comp = compose_profile("headless", [])
     assert comp.warnings == [

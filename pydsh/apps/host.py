@@ -1,0 +1,54 @@
+"""Running a composed profile: load the rows, run the ``app`` service, tear everything down."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import Protocol
+
+from pydsh.kernel.compose import Row
+from pydsh.kernel.host import Kernel
+
+
+class App(Protocol):
+    """What an app bundle's row provides as the ``app`` service."""
+
+    async def run(self, args: list[str]) -> int: ...
+
+
+def configure_logging() -> None:
+    """Every log line goes to stderr (stdout may carry a wire protocol)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("pydsh: %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.captureWarnings(True)
+
+
+async def boot(rows: list[Row]) -> Kernel:
+    kernel = Kernel()
+    await kernel.load(rows)
+    return kernel
+
+
+async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
+    kernel = await boot(rows)
+    try:
+        app: App | None = kernel.ctx.get("app")
+        if app is None:
+            failed = ", ".join(f.row_id for f in kernel.loader.failures) or "none"
+            print(
+                f'pydsh: profile "{profile}" provides no app service (failed rows: {failed})',
+                file=sys.stderr,
+            )
+            return 1
+        return await app.run(args)
+    finally:
+        await kernel.dispose()
+
+
+def run_app(profile: str, rows: list[Row], args: list[str]) -> int:
+    configure_logging()
+    return asyncio.run(serve(profile, rows, args))

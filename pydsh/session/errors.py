@@ -1,0 +1,57 @@
+"""Errors of the session log and its persistence (spec 02 §2, §9.1)."""
+
+from __future__ import annotations
+
+
+class SessionError(Exception):
+    """Base class of every session-log error."""
+
+
+class SessionLogError(SessionError, ValueError):
+    """An event (appended or read) breaks a log rule; the message names its seq."""
+
+    def __init__(self, seq: int | None, message: str) -> None:
+        self.seq = seq
+        super().__init__(f"seq {seq}: {message}" if seq is not None else message)
+
+
+class SessionFormatUnsupportedError(SessionError):
+    """The log uses a format version or event vocabulary this harness cannot read."""
+
+
+class SessionAlreadyExistsError(SessionError):
+    pass
+
+
+class SessionAlreadyOwnedError(SessionError):
+    """Another process (or handle) holds the session's write lock."""
+
+
+class SessionHandleClosedError(SessionError):
+    pass
+
+
+class SessionOwnershipLostError(SessionError):
+    pass
+
+
+class SessionPersistenceCorruptionError(SessionError):
+    """A committed record of the stored log is unreadable or inconsistent."""
+
+
+class SessionPersistenceNotFoundError(SessionError):
+    pass
+
+
+class SessionReadOnlyError(SessionError):
+    pass
+
+
+class SessionForkError(SessionError):
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class SessionTitleInvalidError(SessionError, ValueError):
+    pass

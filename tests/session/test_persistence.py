@@ -1,0 +1,268 @@
+"""JSONL persistence: layout, lazy publish, batching, torn tails, corruption, single writer, crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pydsh.session.errors import (
+    SessionAlreadyExistsError,
+    SessionAlreadyOwnedError,
+    SessionFormatUnsupportedError,
+    SessionPersistenceCorruptionError,
+    SessionPersistenceNotFoundError,
+    SessionReadOnlyError,
+)
+from pydsh.session.events import make_header
+from pydsh.session.log import Session
+from pydsh.session.persistence import jsonl
+from pydsh.session.persistence.jsonl import JsonlPersistence, decode_ranges, encode_ranges, project_key
+from tests.session.writer_proc import title
+
+ROOT_DIR = Path(__file__).resolve().parents[2]
+
+
+def turn(seq: int, n: int) -> list[dict[str, object]]:
+    return [
+        {"type": "turn/start", "seq": seq, "time": 5, "data": {"turn": n}},
+        {"type": "turn/end", "seq": seq + 1, "time": 5, "data": {"turn": n, "reason": {"kind": "completed"}}},
+    ]
+
+
+async def stored(tmp_path: Path, events: list[dict[str, object]], sid: str = "s1") -> JsonlPersistence:
+    store = JsonlPersistence(tmp_path)
+    handle = await store.create(make_header(sid, 1, cwd="/home/u/proj"))
+    handle.append(events)
+    await handle.close()
+    return store
+
+
+def test_project_key_and_segment_encoding() -> None:
+    assert project_key("/home/u/proj") == "--home-u-proj--"
+    assert project_key("/") == "--root--"
+    assert project_key("/a//b::c\\d") == "--a-b-c-d--"
+    assert project_key("/x~y") == "--x~007Ey--"
+    assert project_key(None) == "_no-cwd"
+    assert jsonl.encode_segment(".") == "~002E"
+    assert jsonl.encode_segment("..") == "~002E~002E"
+    assert jsonl.encode_segment("a/b~\U0001f600") == "a~002Fb~007E~D83D~DE00"
+
+
+def test_source_seq_ranges() -> None:
+    assert encode_ranges([4, 5, 6, 9]) == [[4, 6], 9]
+    assert encode_ranges([4, 5]) == [4, 5]
+    assert decode_ranges([[4, 6], 9], 10) == [4, 5, 6, 9]
+    with pytest.raises(ValueError, match="range"):
+        decode_ranges([[6, 4]], 10)
+
+
+async def test_nothing_on_disk_before_first_flush_then_atomic_publish(tmp_path: Path) -> None:
+    store = JsonlPersistence(tmp_path)
+    handle = await store.create(make_header("s1", 1, cwd="/home/u/proj"))
+    handle.append(turn(0, 1))
+    assert not any(tmp_path.iterdir())
+    await handle.flush()
+    directory = tmp_path / "--home-u-proj--" / "s1"
+    lines = (directory / "session.v4.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["type"] == "session"
+    assert [json.loads(x)["seq"] for x in lines[1:]] == [0, 1]
+    assert (directory / "session.lock").exists()
+    assert oct(directory.stat().st_mode & 0o777) == "0o700"
+    assert oct((directory / "session.v4.jsonl").stat().st_mode & 0o777) == "0o600"
+    assert [p.name for p in directory.iterdir() if p.name.endswith(".tmp")] == []
+    await handle.close()
+
+
+async def test_batch_window_drains_without_flush(tmp_path: Path) -> None:
+    store = JsonlPersistence(tmp_path)
+    handle = await store.create(make_header("s1", 1))
+    handle.append(turn(0, 1))
+    await asyncio.sleep(jsonl.BATCH_WINDOW_S + 0.2)
+    path = tmp_path / "_no-cwd" / "s1" / "session.v4.jsonl"
+    assert len(path.read_text().splitlines()) == 3
+    await handle.close()
+
+
+async def test_reopen_reads_back_and_continues(tmp_path: Path) -> None:
+    store = await stored(tmp_path, turn(0, 1))
+    handle = await store.open("s1", "write")
+    assert [e["seq"] for e in await handle.read()] == [0, 1]
+    handle.append(turn(2, 2))
+    await handle.close()
+    again = await JsonlPersistence(tmp_path).open("s1", "read")
+    assert [e["seq"] for e in await again.read()] == [0, 1, 2, 3]
+    with pytest.raises(SessionReadOnlyError):
+        again.append(turn(4, 3))
+
+
+async def test_torn_tail_dropped_and_truncated_before_next_append(tmp_path: Path) -> None:
+    store = await stored(tmp_path, turn(0, 1))
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    with path.open("ab") as fh:
+        fh.write(b'{"type":"turn/start","seq":2,"ti')
+    handle = await store.open("s1", "write")
+    assert len(await handle.read()) == 2
+    handle.append(turn(2, 2))
+    await handle.flush()
+    await handle.close()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    assert [json.loads(x)["seq"] for x in lines[1:-1]] == [0, 1, 2, 3]
+
+
+async def test_invalid_line_without_later_turn_end_is_a_torn_tail(tmp_path: Path) -> None:
+    await stored(tmp_path, turn(0, 1))
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    with path.open("ab") as fh:
+        fh.write(b"{not json}\n")
+        fh.write(json.dumps(title(3)).encode() + b"\n")
+    handle = await JsonlPersistence(tmp_path).open("s1", "read")
+    assert len(await handle.read()) == 2
+
+
+async def test_damaged_committed_record_is_corruption(tmp_path: Path) -> None:
+    await stored(tmp_path, turn(0, 1) + turn(2, 2))
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = b"garbage"
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(SessionPersistenceCorruptionError, match="line 3"):
+        await JsonlPersistence(tmp_path).open("s1", "read")
+
+
+async def test_seq_gap_is_corruption(tmp_path: Path) -> None:
+    await stored(tmp_path, turn(0, 1) + turn(2, 2))
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    del lines[1]
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(SessionPersistenceCorruptionError):
+        await JsonlPersistence(tmp_path).open("s1", "read")
+
+
+@pytest.mark.parametrize(
+    ("version", "needle"),
+    [(5, "written by a newer harness — upgrade the harness to open it"), (3, "ships no upgrade path")],
+)
+async def test_version_gate(tmp_path: Path, version: int, needle: str) -> None:
+    await stored(tmp_path, turn(0, 1))
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    header = json.loads(lines[0])
+    header["version"] = version
+    header["extra"] = 1
+    lines[0] = json.dumps(header).encode()
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(SessionFormatUnsupportedError) as info:
+        await JsonlPersistence(tmp_path).open("s1", "read")
+    assert f'session "s1" uses log format v{version}' in str(info.value)
+    assert needle in str(info.value)
+
+
+async def test_unknown_type_refuses_the_log(tmp_path: Path) -> None:
+    await stored(tmp_path, [{"type": "alien/x", "seq": 0, "time": 1, "data": {}, "ignorable": True}])
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    path.write_bytes(path.read_bytes().replace(b',"ignorable":true', b""))
+    with pytest.raises(SessionFormatUnsupportedError, match="alien/x"):
+        await JsonlPersistence(tmp_path).open("s1", "read")
+
+
+async def test_create_existing_and_open_missing(tmp_path: Path) -> None:
+    store = await stored(tmp_path, turn(0, 1))
+    with pytest.raises(SessionAlreadyExistsError):
+        await store.create(make_header("s1", 1))
+    with pytest.raises(SessionPersistenceNotFoundError):
+        await store.open("nope", "read")
+
+
+async def test_second_writer_in_process_refused(tmp_path: Path) -> None:
+    await stored(tmp_path, turn(0, 1))
+    first = await JsonlPersistence(tmp_path).open("s1", "write")
+    with pytest.raises(SessionAlreadyOwnedError):
+        await JsonlPersistence(tmp_path).open("s1", "write")
+    await first.close()
+    again = await JsonlPersistence(tmp_path).open("s1", "write")
+    await again.close()
+
+
+async def test_list_reads_headers_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    await stored(tmp_path, turn(0, 1), "a")
+    store = await stored(tmp_path, turn(0, 1), "b")
+    monkeypatch.setattr(jsonl, "parse_log", lambda *a, **k: pytest.fail("listing read a whole log"))
+    listed = await store.list()
+    assert sorted(x["header"]["id"] for x in listed) == ["a", "b"]
+    assert all(x["revision"] > 0 for x in listed)
+
+
+async def test_zstd_round_trip_and_torn_frame(tmp_path: Path) -> None:
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    handle = await store.create(make_header("z", 1))
+    handle.append(turn(0, 1))
+    await handle.flush()
+    handle.append(turn(2, 2))
+    await handle.close()
+    path = tmp_path / "_no-cwd" / "z" / "session.v4.jsonl.zstd"
+    reopened = await JsonlPersistence(tmp_path, compression="zstd").open("z", "read")
+    assert len(await reopened.read()) == 4
+    path.write_bytes(path.read_bytes()[:-3])
+    writer = await JsonlPersistence(tmp_path, compression="zstd").open("z", "write")
+    assert len(await writer.read()) == 2
+    writer.append(turn(2, 2))
+    await writer.close()
+    final = await JsonlPersistence(tmp_path, compression="zstd").open("z", "read")
+    assert len(await final.read()) == 4
+    header = (await JsonlPersistence(tmp_path, compression="zstd").stat("z"))["header"]
+    assert header["id"] == "z"
+    with pytest.raises(SessionFormatUnsupportedError):
+        await JsonlPersistence(tmp_path).open("z", "read")
+
+
+def run_child(*args: str, **kw: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.session.writer_proc", *args],
+        cwd=ROOT_DIR,
+        stdout=subprocess.PIPE,
+        text=True,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def test_sigkill_mid_batch_keeps_every_flushed_event(tmp_path: Path) -> None:
+    child = run_child("writer", str(tmp_path), "crash")
+    assert child.stdout is not None
+    flushed = 0
+    for line in child.stdout:
+        flushed = int(line.split()[1])
+        if flushed >= 1000:
+            break
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    handle = await JsonlPersistence(tmp_path).open("crash", "write")
+    events = await handle.read()
+    assert len(events) >= flushed
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    Session(handle.header, events)
+    handle.append([title(len(events))])
+    await handle.close()
+    raw = (tmp_path / "--w--" / "crash" / "session.v4.jsonl").read_bytes()
+    assert raw.endswith(b"\n")
+    assert all(json.loads(line) for line in raw.split(b"\n")[:-1])
+
+
+async def test_two_processes_race_for_one_session_exactly_one_wins(tmp_path: Path) -> None:
+    await stored(tmp_path, turn(0, 1))
+    children = [run_child("hold", str(tmp_path), "s1", "1.5") for _ in range(2)]
+    outputs = []
+    for child in children:
+        assert child.stdout is not None
+        outputs.append(child.stdout.readline().strip())
+    for child in children:
+        child.wait(timeout=10)
+    assert sorted(outputs) == ["owner", "refused SessionAlreadyOwnedError"]
