@@ -27,14 +27,19 @@ def configure_logging() -> None:
     logging.captureWarnings(True)
 
 
-async def boot(rows: list[Row]) -> Kernel:
+async def boot(rows: list[Row], profile: str | None = None) -> Kernel:
+    """Load ``rows``; ``host_info`` tells plugins which profile they run in."""
     kernel = Kernel()
+    if profile is not None:
+        from pydsh.kernel.profiles import profile_dir
+
+        kernel.ctx.provide("host_info", {"profile": profile, "profile_dir": str(profile_dir(profile))})
     await kernel.load(rows)
     return kernel
 
 
 async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
-    kernel = await boot(rows)
+    kernel = await boot(rows, profile)
     try:
         app: App | None = kernel.ctx.get("app")
         if app is None:

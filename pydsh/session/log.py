@@ -166,6 +166,15 @@ class Session:
         return state
 
     @property
+    def open_turn(self) -> int | None:
+        """Number of the open turn, or ``None`` between turns."""
+        return self._rules.placement.open_turn
+
+    @property
+    def open_step(self) -> int | None:
+        return self._rules.placement.open_step
+
+    @property
     def lifecycle_start(self) -> int:
         """Seq of the latest ``session/end-seed`` marker (0 when the log has none)."""
         return self._rules.last_marker or 0
