@@ -1,0 +1,208 @@
+"""``pydsh headless "TASK"``: run one task to idle, trace to stderr, answer to stdout (spec 06 §2.2).
+
+Exit codes: 0 when the last turn completed, 1 for any other end (with ``pydsh: <code>: <message>``
+for an error turn), 2 for usage errors, 130 after Ctrl-C (the turn is interrupted, queued input
+kept, the log flushed, and the session stays resumable with ``--resume``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from typing import Any, TextIO
+
+from pydsh.agent.agent import AgentOptions, user_message
+from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
+from pydsh.kernel.context import Context
+from pydsh.session.errors import SessionPersistenceNotFoundError
+from pydsh.session.events import Event
+from pydsh.session.log import Session
+
+USAGE = 'pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M]'
+
+
+class HeadlessUsageError(Exception):
+    """A command-line problem: printed as is, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:
+        raise HeadlessUsageError(f"error: {message}")
+
+
+def parse_args(args: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog="pydsh headless", usage=USAGE, add_help=True)
+    parser.add_argument("task", help='the prompt ("-" reads it from stdin)')
+    parser.add_argument("--cwd", help="workspace of a new session (default: the current directory)")
+    parser.add_argument("--session", help="id for a new session")
+    parser.add_argument("--resume", help="continue a persisted session")
+    parser.add_argument("--json", action="store_true", help="print a JSON result instead of the answer")
+    parser.add_argument("--provider")
+    parser.add_argument("--model")
+    ns = parser.parse_args(args)
+    if ns.resume and (ns.session or ns.cwd):
+        raise HeadlessUsageError("error: --resume cannot be combined with --session or --cwd")
+    if bool(ns.provider) != bool(ns.model):
+        raise HeadlessUsageError("error: give --provider and --model together")
+    if ns.cwd and not os.path.isdir(ns.cwd):
+        raise HeadlessUsageError(f'error: --cwd "{ns.cwd}" is not an existing directory')
+    if ns.task == "-":
+        ns.task = sys.stdin.read()
+    if not ns.task.strip():
+        raise HeadlessUsageError("error: the task is empty")
+    return ns
+
+
+class Trace:
+    """A readable account of the run on stderr: assistant text, tool calls and results, retries."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def event(self, session: Session, event: Event) -> None:
+        etype = event["type"]
+        data = event["data"]
+        line = None
+        if etype == "assistant/message":
+            for block in data["message"]["content"]:
+                if block["type"] == "text" and block["text"].strip():
+                    self._write(f"assistant: {block['text']}")
+        elif etype == "tool/call":
+            line = f"→ {data['name']} {_cut(data['arguments'], 200)}"
+        elif etype == "tool/result":
+            text = "".join(b.get("text", "") for b in data["message"]["content"])
+            mark = "✗" if data["message"].get("isError") else "←"
+            line = f"{mark} {_cut(text, 300)}"
+        elif etype == "llm/retry":
+            failure = data["failure"]
+            line = (
+                f"retry {data['retry']} in {data['delayMs'] / 1000:.1f}s after {failure['code']}: {failure['message']}"
+            )
+        elif etype == "turn/end" and data["reason"]["kind"] != "completed":
+            line = f"turn ended: {data['reason']['kind']}"
+        if line:
+            self._write(line)
+
+    def _write(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+def _cut(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def run_summary(session: Session, since: int) -> dict[str, Any]:
+    """Final text, last turn-end reason and summed usage of the events from ``since`` on."""
+    final = ""
+    reason: dict[str, Any] | None = None
+    usage: dict[str, int] = {}
+    for event in session.events[since:]:
+        if event["type"] == "assistant/message":
+            text = "".join(b["text"] for b in event["data"]["message"]["content"] if b["type"] == "text")
+            if text:
+                final = text
+            for key, value in (event["data"].get("usage") or {}).items():
+                usage[key] = usage.get(key, 0) + value
+        elif event["type"] == "turn/end":
+            reason = event["data"]["reason"]
+    return {"final_response": final, "reason": reason, "usage": usage}
+
+
+class HeadlessApp:
+    """The ``app`` service of the headless profile."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def run(self, args: list[str]) -> int:
+        try:
+            ns = parse_args(args)
+        except HeadlessUsageError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        return await self._run(ns)
+
+    async def _open(self, ns: argparse.Namespace) -> Any:
+        agents: AgentRegistry = self.ctx.require("agents")
+        options = AgentOptions(provider=ns.provider, model=ns.model)
+        if ns.resume:
+            try:
+                return await agents.resume(ns.resume, agent_options=options)
+            except SessionPersistenceNotFoundError:
+                raise HeadlessUsageError(f'error: session "{ns.resume}" not found') from None
+        if ns.session:
+            persistence = self.ctx.get("session_persistence")
+            exists = self.ctx.require("sessions").get(ns.session) is not None or (
+                persistence is not None and persistence.exists(ns.session)
+            )
+            if exists:
+                raise HeadlessUsageError(
+                    f'error: session "{ns.session}" already exists; continue it with --resume {ns.session}'
+                )
+        cwd = os.path.abspath(ns.cwd or os.getcwd())
+        return await agents.create(CreateAgentOptions(session_id=ns.session, cwd=cwd, agent_options=options))
+
+    async def _run(self, ns: argparse.Namespace) -> int:
+        try:
+            handle = await self._open(ns)
+        except HeadlessUsageError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        agent = handle.agent
+        trace = Trace(sys.stderr)
+        self.ctx.on("session/event", trace.event, global_=False)
+        interrupted = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_sigint() -> None:
+            interrupted.set()
+            agent.cancel({"kind": "user"}, keep_inbox=True)
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            since = len(agent.session.events)
+            agent.followup(user_message(ns.task))
+            await agent.when_idle()
+            await self.ctx.require("sessions").flush(agent.session)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            await handle.dispose()
+        summary = run_summary(agent.session, since)
+        return self._report(ns, agent.id, summary, interrupted.is_set())
+
+    @staticmethod
+    def _report(ns: argparse.Namespace, session_id: str, summary: dict[str, Any], interrupted: bool) -> int:
+        reason = summary["reason"] or {"kind": "completed"}
+        kind = reason["kind"]
+        if ns.json:
+            result = {
+                "final_response": summary["final_response"],
+                "finish_reason": kind,
+                "session_id": session_id,
+                "usage": summary["usage"],
+            }
+            print(json.dumps(result, ensure_ascii=False))
+        elif summary["final_response"]:
+            print(summary["final_response"])
+        if kind == "error":
+            error = reason["error"]
+            print(f"pydsh: {error.get('code')}: {error.get('message')}", file=sys.stderr)
+        if interrupted:
+            print(f'pydsh: interrupted; continue with: pydsh headless --resume {session_id} "..."', file=sys.stderr)
+            return 130
+        return 0 if kind == "completed" else 1
+
+
+name = "headless-app"
+inject = ("agents", "sessions")
+
+
+def apply(ctx: Context, config: None) -> None:
+    ctx.provide("app", HeadlessApp(ctx))
