@@ -591,6 +591,7 @@ async def _abandon(handle: Any) -> None:
 
 name = "agent-loop"
 inject = ("agents", "sessions", "system_prompt", "llm")
+optional = ("invariants",)
 
 
 def apply(ctx: Context, config: Config) -> None:
@@ -599,6 +600,11 @@ def apply(ctx: Context, config: Config) -> None:
     ctx.effect(lambda: loop.dispose_all)
     registry: AgentRegistry = ctx.require("agents")
     registry.set_factory(ctx, loop)
+    invariants = ctx.get("invariants")
+    if invariants is not None:
+        from pydsh.agent.invariants import install
+
+        invariants.register(ctx, "agent-loop", install)
     prompt = ctx.require("system_prompt")
     prompt.variable(ctx, "provider", lambda agent: route_of(ctx, agent)["provider"])
     prompt.variable(ctx, "model", lambda agent: route_of(ctx, agent)["model"])
