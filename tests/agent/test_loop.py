@@ -251,7 +251,7 @@ async def test_rewritten_decision_is_what_gets_logged(host_factory) -> None:  # 
 
 
 async def test_inbox_routing_duplicate_ids_and_cancel_outcome(host_factory) -> None:  # type: ignore[no-untyped-def]
-    host, agent = await host_factory([])
+    _host, agent = await host_factory([])
     message = user_message("pending")
     agent.inject(message)
     assert agent.status == "idle"
@@ -338,7 +338,7 @@ async def test_abort_during_tools_drains_started_and_answers_unstarted(host_fact
 
 async def test_wake_after_abort_is_latched_into_a_new_turn(host_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     ready = tmp_path / "ready"
-    host, agent = await host_factory([{"kind": "hang", "readyFile": str(ready)}, {"text": "second turn"}])
+    _host, agent = await host_factory([{"kind": "hang", "readyFile": str(ready)}, {"text": "second turn"}])
     agent.followup(user_message("first"))
     for _ in range(200):
         if ready.exists():
