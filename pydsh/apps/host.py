@@ -43,12 +43,11 @@ async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
     try:
         app: App | None = kernel.ctx.get("app")
         if app is None:
-            failed = ", ".join(f.row_id for f in kernel.loader.failures) or "none"
-            print(
-                f'pydsh: profile "{profile}" provides no app service (failed rows: {failed})',
-                file=sys.stderr,
-            )
-            return 1
+            failures = kernel.loader.failures
+            failed = ", ".join(f.row_id for f in failures) or "none"
+            print(f'pydsh: profile "{profile}" provides no app service (failed rows: {failed})', file=sys.stderr)
+            config_errors = [f for f in failures if getattr(f.error, "code", None) == "CONFIG_INVALID"]
+            return 2 if config_errors else 1
         return await app.run(args)
     finally:
         await kernel.dispose()
