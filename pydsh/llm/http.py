@@ -1,0 +1,307 @@
+"""HTTP plumbing shared by the model adapters: credentials, headers, client, errors (spec 04 §4.1–§4.12, §5.6).
+
+``httpx`` is imported inside the functions that need it, never at module import, so composing a
+profile that merely mentions an HTTP adapter costs nothing until the first call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from pydsh import __version__
+from pydsh.kernel.cancel import AbortError, AbortSignal
+from pydsh.kernel.compose import dsh_home
+from pydsh.llm.types import LlmError
+
+if TYPE_CHECKING:
+    import httpx
+
+PROJECT_URL = "https://github.com/pydsh/pydsh"
+USER_AGENT = f"pydsh/{__version__} (+{PROJECT_URL})"
+
+_QUOTA = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\binsufficient[\s_-]+(quota|balance|credits?)\b",
+        r"\b(quota|usage[\s_-]+limit)[\s_-]+(exceeded|exhausted|reached)\b",
+        r"\bexceed(ed|s)?[\s_-]+((your|the)[\s_-]+)?(current[\s_-]+)?quota\b",
+        r"\b(balance|credits?)[\s_-]+(exhausted|depleted)\b",
+        r"\bout[\s_-]+of[\s_-]+(credits?|budget)\b",
+    )
+]
+_OVERFLOW = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"(^|[^a-z0-9])context[\s_-](length|window)[\s_-](exceed(ed|s)?|overflow(ed)?|limit[\s_-]exceeded)($|[^a-z0-9])",
+        r"\b(maximum|max)(\s+(allowed|supported))?\s+context\s+(length|window)\b",
+        r"\b(request|prompt|input|messages?)\s+(is\s+|are\s+)?too\s+(large|long)\s+for\s+((this|the)\s+)?"
+        r"(model('s)?\s+)?context(\s+window)?\b",
+        r"\b(input|prompt|request)\s+(is\s+)?too\s+(long|large)\s+for\s+(this|the)\s+model\b",
+        r"\b(input|prompt|request|messages?)\b.{0,40}\b(exceed(s|ed)?|overflows?|is\s+larger\s+than)\b.{0,40}\b"
+        r"(the\s+)?(model('s)?\s+)?context(\s+(length|window))?\b",
+    )
+]
+
+
+def is_quota(detail: str) -> bool:
+    """Quota-exhaustion wording (shared by both adapters)."""
+    return any(p.search(detail) for p in _QUOTA)
+
+
+def is_overflow(detail: str) -> bool:
+    """Context-overflow wording (shared by both adapters)."""
+    return any(p.search(detail) for p in _OVERFLOW)
+
+
+# -- configuration helpers -------------------------------------------------------------------
+
+
+def check_base_url(url: str) -> str:
+    """``url`` if it is an http(s) URL without credentials, query or fragment, else ``ValueError``."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"baseURL {url!r} must be an http or https URL")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("baseURL must not carry credentials")
+    if parts.query or parts.fragment:
+        raise ValueError("baseURL must not carry a query or fragment")
+    return url
+
+
+def api_key(provider: str, env_name: str | None, *, required: bool) -> str | None:
+    """The key for ``provider``: ``$<env_name>``, else ``$DSH_HOME/credentials.json``; checked for header safety."""
+    key = (os.environ.get(env_name) or "").strip() if env_name else ""
+    if not key:
+        key = _stored_key(provider)
+    if not key:
+        if not required:
+            return None
+        raise LlmError(
+            f'no API key for provider route "{provider}"; export {env_name} in the launching environment',
+            "MISSING_CREDENTIAL",
+        )
+    if any(not (" " <= ch <= "~") and ch != "\t" for ch in key):
+        raise LlmError(
+            f'the API key for provider route "{provider}" contains characters an HTTP header cannot carry',
+            "INVALID_CREDENTIAL",
+        )
+    return key
+
+
+def _stored_key(provider: str) -> str:
+    try:
+        stored = json.loads((dsh_home() / "credentials.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    value = stored.get(provider) if isinstance(stored, dict) else None
+    return value.strip() if isinstance(value, str) else ""
+
+
+def anonymous_user_id() -> str | None:
+    """The install's anonymous id from ``$DSH_HOME/.anonymous-user-id`` (created on first use, mode 0600)."""
+    path: Path = dsh_home() / ".anonymous-user-id"
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+        if value:
+            return value
+    except OSError:
+        pass
+    value = str(uuid.uuid4())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(value)
+    except OSError:
+        return None
+    return value
+
+
+def harness_headers(options: Mapping[str, Any], user_id: str | None) -> dict[str, str]:
+    """The ``x-deepseek-harness-*`` attribution headers of one call."""
+    headers: dict[str, str] = {}
+    if user_id:
+        headers["x-deepseek-harness-user-id"] = user_id
+    if options.get("sessionId"):
+        headers["x-deepseek-harness-session-id"] = str(options["sessionId"])
+    if options.get("purpose") == "compaction":
+        headers["x-deepseek-harness-compact"] = "1"
+    return headers
+
+
+def make_client(connect_ms: float, idle_ms: float) -> httpx.AsyncClient:
+    """One pooled HTTP/1.1 client: no redirects, proxies from the environment, idle read timeout."""
+    import httpx
+
+    timeout = httpx.Timeout(connect=connect_ms / 1000, read=idle_ms / 1000, write=30.0, pool=30.0)
+    return httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True)
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """Compact JSON bytes with the body's key order."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+# -- transport -------------------------------------------------------------------------------
+
+
+def transport_error(exc: BaseException, prefix: str) -> LlmError:
+    """The ``LlmError`` of an httpx failure (idle timeout or transport)."""
+    import httpx
+
+    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+        error = LlmError(f"{prefix} stream idle timeout", "TIMEOUT")
+    else:
+        error = LlmError(f"{prefix} transport failed", "TRANSPORT")
+    error.__cause__ = exc
+    return error
+
+
+async def send(client: httpx.AsyncClient, request: httpx.Request, signal: AbortSignal, prefix: str) -> httpx.Response:
+    """Send ``request`` streaming; abort, timeouts and transport failures become ``LlmError``."""
+    import httpx
+
+    try:
+        async with signal.scope():
+            return await client.send(request, stream=True)
+    except AbortError:
+        raise LlmError(f"{prefix} request aborted", "ABORTED") from None
+    except httpx.HTTPError as exc:
+        raise transport_error(exc, prefix) from exc
+
+
+async def read_text(response: httpx.Response, signal: AbortSignal, prefix: str) -> str:
+    """The whole (error) body as text, guarded like :func:`send`."""
+    import httpx
+
+    try:
+        async with signal.scope():
+            raw = await response.aread()
+    except AbortError:
+        raise LlmError(f"{prefix} request aborted", "ABORTED") from None
+    except httpx.HTTPError as exc:
+        raise transport_error(exc, prefix) from exc
+    return raw.decode("utf-8", "replace")
+
+
+def has_no_body(response: httpx.Response) -> bool:
+    """A 2xx answer that announces no body at all."""
+    return response.status_code in (204, 205) or response.headers.get("content-length") == "0"
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def retry_after_ms(value: str | None) -> float | None:
+    """``Retry-After`` (seconds or HTTP date) in ms when finite and positive."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError):
+            return None
+    ms = seconds * 1000
+    if not math.isfinite(ms) or ms <= 0:
+        return None
+    return int(ms) if ms == int(ms) else ms
+
+
+def request_id(headers: Mapping[str, str]) -> str | None:
+    """The provider's request id header, if any."""
+    for name in ("request-id", "x-request-id", "x-deepseek-request-id"):
+        value = headers.get(name)
+        if value:
+            return value
+    return None
+
+
+def error_fields(text: str) -> tuple[str | None, str | None, str | None]:
+    """``(type, code, message)`` of an error body in either dialect (any shape tolerated)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None, None, None
+    error = doc.get("error") if isinstance(doc, dict) else None
+    if not isinstance(error, dict):
+        return None, None, None
+    kind, code, message = error.get("type"), error.get("code"), error.get("message")
+    return (
+        kind if isinstance(kind, str) else None,
+        str(code) if isinstance(code, (str, int)) and not isinstance(code, bool) else None,
+        message if isinstance(message, str) else None,
+    )
+
+
+def _detail(kind: str | None, code: str | None, message: str) -> str:
+    return " ".join(part for part in (kind, code, message) if part)
+
+
+def messages_error(
+    status: int | None, error: tuple[str | None, str | None, str | None], headers: Mapping[str, str] | None = None
+) -> LlmError:
+    """Classify an Anthropic-Messages error (HTTP or in-band) in the order of spec 04 §4.11."""
+    kind, code_field, message = error
+    message = message if message is not None else f"DeepSeek Messages request failed ({status})"
+    detail = _detail(kind, code_field, message)
+    if status in (401, 403) or kind in ("authentication_error", "permission_error"):
+        code = "AUTH"
+    elif is_quota(detail) or status == 402:
+        code = "QUOTA"
+    elif status == 429 or kind == "rate_limit_error":
+        code = "RATE_LIMIT"
+    elif is_overflow(detail):
+        code = "CONTEXT_WINDOW_EXCEEDED"
+    elif status in (400, 413) or kind == "invalid_request_error":
+        code = "INVALID_REQUEST"
+    elif status is None or status >= 500 or kind in ("api_error", "overloaded_error"):
+        code = "SERVER"
+    else:
+        code = f"HTTP_{status}"
+    return _with_headers(LlmError(message, code, status=status), headers)
+
+
+def chat_error(
+    status: int | None, error: tuple[str | None, str | None, str | None], headers: Mapping[str, str] | None = None
+) -> LlmError:
+    """Classify a chat-completions error (HTTP or in-band) in the order of spec 04 §5.6."""
+    kind, code_field, message = error
+    message = message if message is not None else f"chat completions API error (HTTP {status})"
+    detail = _detail(kind, code_field, message)
+    if status in (401, 403):
+        code = "AUTH"
+    elif status == 413:
+        code = "INVALID_REQUEST"
+    elif is_quota(detail):
+        code = "QUOTA"
+    elif status == 429:
+        code = "RATE_LIMIT"
+    elif status in (400, None) and is_overflow(detail):
+        code = "CONTEXT_WINDOW_EXCEEDED"
+    elif status == 400:
+        code = "INVALID_REQUEST"
+    elif status is None or status >= 500:
+        code = "SERVER"
+    else:
+        code = f"HTTP_{status}"
+    return _with_headers(LlmError(message, code, status=status), headers)
+
+
+def _with_headers(error: LlmError, headers: Mapping[str, str] | None) -> LlmError:
+    if headers is not None:
+        error.provider_retry_after_ms = retry_after_ms(headers.get("retry-after"))
+        error.request_id = request_id(headers)
+    return error

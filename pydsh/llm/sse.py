@@ -1,0 +1,56 @@
+"""Server-sent-event framing over httpx-sse, shared by both adapters (spec 04 §4.6).
+
+httpx-sse applies the WHATWG rules (line splitting, dispatch on the blank line only, comments,
+joined ``data:`` lines). The response's content type is never checked: it is forced to
+``text/event-stream`` before wrapping because httpx-sse refuses anything else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from pydsh.kernel.cancel import AbortError, AbortSignal
+from pydsh.llm.http import transport_error
+from pydsh.llm.types import LlmError
+
+if TYPE_CHECKING:
+    import httpx
+
+
+async def sse_events(response: httpx.Response, signal: AbortSignal, prefix: str) -> AsyncIterator[tuple[str, str]]:
+    """``(event name or "", data)`` of each dispatched event; abort, idle timeout and resets raise ``LlmError``."""
+    import httpx
+    import httpx_sse
+
+    response.headers["content-type"] = "text/event-stream"
+    source = httpx_sse.EventSource(response).aiter_sse()
+    try:
+        while True:
+            try:
+                async with signal.scope():
+                    event = await anext(source)
+            except StopAsyncIteration:
+                return
+            except AbortError:
+                raise LlmError(f"{prefix} request aborted", "ABORTED") from None
+            except httpx.HTTPError as exc:
+                raise transport_error(exc, prefix) from exc
+            name = event.event
+            yield ("" if name == "message" else name), event.data
+    finally:
+        await source.aclose()
+
+
+def typed_event(name: str, data: str, prefix: str) -> dict[str, Any]:
+    """A Messages event's JSON object with a string ``type`` matching its ``event:`` name."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
+        raise LlmError(f"{prefix} SSE contains invalid JSON", "MALFORMED_RESPONSE")
+    if name and name != doc["type"]:
+        raise LlmError(f"{prefix} SSE event type mismatch", "MALFORMED_RESPONSE")
+    return doc
