@@ -1,0 +1,393 @@
+"""The ``read``, ``write`` and ``edit`` tools (spec 05 §4.1–4.3).
+
+Reads are never fenced. Writes and edits pass the sandbox escalation check, the file fence and
+the read-before-write observation policy (when composed), then replace the file atomically.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from pydsh.agent.cwd import quote
+from pydsh.kernel.context import Context
+from pydsh.tools.files import (
+    ABSENT,
+    FsError,
+    Gate,
+    current_version,
+    decode_text,
+    load,
+    path_lock,
+    replace_file,
+    resolve,
+)
+from pydsh.tools.pipeline import text
+from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
+
+MAX_LINES = 2000
+MAX_LINE_CHARS = 2000
+MAX_BYTES = 51200
+
+SANDBOX_PROPERTIES = {
+    "sandbox_permissions": {
+        "type": "string",
+        "description": (
+            "Only for retrying, once, the exact operation the sandbox just denied: the narrowest wider sandbox "
+            "mode that would allow it. The retry asks the user for approval."
+        ),
+        "enum": ["workspace-write", "danger-full-access"],
+    },
+    "justification": {
+        "type": "string",
+        "description": (
+            "Needed with sandbox_permissions: a single sentence telling the user why this exact file operation "
+            "needs wider access, written in the language of the user’s current request."
+        ),
+    },
+}
+
+READ = {
+    "type": "object",
+    "properties": {
+        "file_path": {
+            "type": "string",
+            "description": "File to read; a relative path resolves against the current working directory.",
+        },
+        "offset": {"type": "number", "description": "Line number (1-based) to start reading from. Default 1."},
+        "limit": {"type": "number", "description": "How many lines to return at most. Default 2000."},
+    },
+    "required": ["file_path"],
+}
+
+
+def write_parameters(sandboxed: bool) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "file_path": {
+            "type": "string",
+            "description": (
+                "File to write; a relative path resolves against the current working directory. "
+                "Put `file_path` ahead of `content` in the arguments."
+            ),
+        },
+        "content": {"type": "string", "description": "The complete UTF-8 text the file should contain."},
+    }
+    if sandboxed:
+        properties.update(SANDBOX_PROPERTIES)
+    return {"type": "object", "properties": properties, "required": ["file_path", "content"]}
+
+
+def edit_parameters(sandboxed: bool) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "file_path": {
+            "type": "string",
+            "description": (
+                "File to edit; a relative path resolves against the current working directory. "
+                "Put `file_path` ahead of `old_string` and `new_string` in the arguments."
+            ),
+        },
+        "old_string": {"type": "string", "description": "Exact text to find, matched literally (not a pattern)."},
+        "new_string": {
+            "type": "string",
+            "description": "Text to put in its place; an empty string deletes the match.",
+        },
+        "replace_all": {
+            "type": "boolean",
+            "description": "Replace every occurrence. Default false, in which case old_string must occur exactly once.",
+        },
+    }
+    if sandboxed:
+        properties.update(SANDBOX_PROPERTIES)
+    return {"type": "object", "properties": properties, "required": ["file_path", "old_string", "new_string"]}
+
+
+SECTIONS = {
+    "read": (
+        "tool:read",
+        1100,
+        "To look at text files, use the read tool rather than shell commands such as cat. "
+        "Page through large files with offset and limit.",
+    ),
+    "write": (
+        "tool:write",
+        1200,
+        "Read an existing file before replacing it with write (the default fs-observation-policy enforces this); "
+        "for targeted changes prefer edit.",
+    ),
+    "edit": (
+        "tool:edit",
+        1300,
+        "Read a file before you edit it (the default fs-observation-policy enforces this), unless this session "
+        "already created or edited it.",
+    ),
+}
+
+
+def positive_int(value: Any) -> int | None:
+    """``value`` as a positive integer (integral floats accepted), else ``None``."""
+    if type(value) is int and value >= 1:
+        return value
+    if type(value) is float and value.is_integer() and value >= 1:
+        return int(value)
+    return None
+
+
+def split_lines(content: str) -> list[str]:
+    """Lines without terminators; a final newline starts no extra line and a trailing ``\\r`` is dropped."""
+    if not content:
+        return []
+    lines = content.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def file_block(display: str, body: str) -> str:
+    return f"<path>{display}</path>\n<type>file</type>\n<content>\n{body}\n</content>"
+
+
+def lang_of(path: str) -> str | None:
+    ext = os.path.splitext(path)[1][1:].lower()
+    return ext if ext.isalnum() else None
+
+
+def stale(verb: str, display: str) -> FsError:
+    return FsError(
+        f"cannot {verb} {quote(display)}: file changed since it was read — re-read the file, then retry",
+        "FS_STALE_VERSION",
+    )
+
+
+def not_observed(display: str) -> FsError:
+    return FsError(
+        f"cannot modify {quote(display)}: file has not been read — read the file, then retry", "FS_NOT_OBSERVED"
+    )
+
+
+class FsTools:
+    """Bodies of the three tools, bound to the plugin's context for service lookups."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.gate = Gate(ctx)
+
+    # -- read -------------------------------------------------------------------------------
+
+    def read(self, args: dict[str, Any], exec: ToolExec) -> tuple[str, dict[str, Any]]:
+        offset = positive_int(args.get("offset", 1))
+        if offset is None:
+            raise ToolError("offset must be a positive integer")
+        limit = MAX_LINES
+        if "limit" in args:
+            raw_limit = args["limit"]
+            if raw_limit > MAX_LINES:
+                raise ToolError(f"limit must be less than or equal to {MAX_LINES}")
+            checked = positive_int(raw_limit)
+            if checked is None:
+                raise ToolError("limit must be a positive integer")
+            limit = checked
+        display = resolve(self.ctx, exec, args["file_path"])
+        target = os.path.realpath(display)
+        snap = load(target, display, "read")
+        if snap is None:
+            self.gate.record(exec, target, ABSENT)
+            raise FsError(f"cannot read {quote(display)}: not found", "FS_NOT_FOUND")
+        self.gate.record(exec, target, snap.version)
+        content = decode_text(snap.data)
+        if content is None:
+            raise FsError(f"cannot read {quote(display)}: binary file", "FS_NOT_TEXT")
+        lines = split_lines(content)
+        total = len(lines)
+        if offset > max(total, 1):
+            raise FsError(f"offset {offset} is out of range for {quote(display)} ({total} lines)", "FS_NOT_FOUND")
+        return self._window(display, lines, offset, limit)
+
+    @staticmethod
+    def _window(display: str, lines: list[str], offset: int, limit: int) -> tuple[str, dict[str, Any]]:
+        total = len(lines)
+        selected: list[dict[str, Any]] = []
+        size = 0
+        capped = False
+        for number in range(offset, min(total, offset + limit - 1) + 1):
+            line = lines[number - 1]
+            if len(line) > MAX_LINE_CHARS:
+                line = line[:MAX_LINE_CHARS] + f"... (line truncated to {MAX_LINE_CHARS} chars)"
+            cost = len(line.encode("utf-8")) + (1 if selected else 0)
+            if size + cost > MAX_BYTES:
+                capped = True
+                break
+            size += cost
+            selected.append({"number": number, "text": line})
+        end = selected[-1]["number"] if selected else offset - 1
+        if capped:
+            footer = f"(Output capped. Showing lines {offset}-{end}. Use offset={end + 1} to continue.)"
+        elif end < total:
+            footer = f"(Showing lines {offset}-{end} of {total}. Use offset={end + 1} to continue.)"
+        else:
+            footer = f"(End of file - total {total} lines)"
+        numbered = "\n".join(f"{entry['number']}: {entry['text']}" for entry in selected)
+        body = f"{numbered}\n\n{footer}" if selected else footer
+        meta: dict[str, Any] = {"path": display, "offset": offset, "lines": selected, "totalLines": total}
+        lang = lang_of(display)
+        if lang:
+            meta["lang"] = lang
+        return file_block(display, body), meta
+
+    # -- write ------------------------------------------------------------------------------
+
+    async def write(self, args: dict[str, Any], exec: ToolExec) -> tuple[str, dict[str, Any]]:
+        display = resolve(self.ctx, exec, args["file_path"])
+        content: str = args["content"]
+        mode = await self.gate.mode(exec, args)
+        target = os.path.realpath(display)
+        self.gate.fence(exec, target, mode)
+        async with path_lock(target):
+            snap = load(target, display, "write")
+            if self.gate.observing():
+                seen = self.gate.seen(exec, target)
+                if snap is not None and (seen is None or seen == ABSENT):
+                    raise not_observed(display)
+                if seen not in (None, ABSENT) and (snap is None or snap.version != seen):
+                    raise stale("write", display)
+            expected = snap.version if snap is not None else None
+
+            def recheck(real: str) -> None:
+                self.gate.fence(exec, real, mode)
+                if current_version(target) != expected:
+                    raise stale("write", display)
+
+            replace_file(target, content.encode("utf-8"), recheck)
+            self.gate.record(exec, target, current_version(target) or ABSENT)
+        old = snap.data.decode("utf-8", "replace") if snap is not None else None
+        meta = {
+            "operation": "create" if snap is None else "update",
+            "path": display,
+            "diffs": [{"path": display, "oldText": old, "newText": content}],
+        }
+        return file_block(display, "Created file" if snap is None else "Updated file"), meta
+
+    # -- edit -------------------------------------------------------------------------------
+
+    async def edit(self, args: dict[str, Any], exec: ToolExec) -> tuple[str, dict[str, Any]]:
+        old_string: str = args["old_string"]
+        new_string: str = args["new_string"]
+        replace_all = args.get("replace_all") is True
+        if not old_string:
+            raise ToolError("old_string must be a non-empty string")
+        display = resolve(self.ctx, exec, args["file_path"])
+        mode = await self.gate.mode(exec, args)
+        target = os.path.realpath(display)
+        self.gate.fence(exec, target, mode)
+        async with path_lock(target):
+            snap = load(target, display, "edit")
+            if self.gate.observing():
+                seen = self.gate.seen(exec, target)
+                if seen is None:
+                    raise not_observed(display)
+                if seen == ABSENT and snap is not None:
+                    raise stale("edit", display)
+                if seen != ABSENT and (snap is None or snap.version != seen):
+                    raise stale("edit", display)
+            if snap is None:
+                raise FsError(f"cannot edit {quote(display)}: not found", "FS_NOT_FOUND")
+            before = decode_text(snap.data)
+            if before is None:
+                raise FsError(f"cannot edit {quote(display)}: binary file", "FS_NOT_TEXT")
+            after = self._replace(before, old_string, new_string, replace_all, display)
+
+            def recheck(real: str) -> None:
+                self.gate.fence(exec, real, mode)
+                if current_version(target) != snap.version:
+                    raise stale("edit", display)
+
+            replace_file(target, after.encode("utf-8"), recheck)
+            self.gate.record(exec, target, current_version(target) or ABSENT)
+        if replace_all:
+            message = f"The file {display} has been updated. All occurrences were successfully replaced."
+        else:
+            message = f"The file {display} has been updated successfully."
+        meta = {
+            "operation": "update",
+            "path": display,
+            "diffs": [{"path": display, "oldText": before, "newText": after}],
+        }
+        return message, meta
+
+    @staticmethod
+    def _replace(content: str, old: str, new: str, replace_all: bool, display: str) -> str:
+        count = content.count(old)
+        if count == 0:
+            raise FsError(f"old_string was not found in {quote(display)}", "FS_EDIT_NOT_FOUND")
+        if count > 1 and not replace_all:
+            raise FsError(
+                f"old_string matched {count} times in {quote(display)}; "
+                "provide a more specific old_string or set replace_all to true",
+                "FS_AMBIGUOUS_EDIT",
+            )
+        return content.replace(old, new) if replace_all else content.replace(old, new, 1)
+
+
+def _text(args: Any, value: tuple[str, Any]) -> list[dict[str, Any]]:
+    return text(value[0])
+
+
+def _meta(args: Any, value: tuple[str, Any]) -> Any:
+    return value[1]
+
+
+class Config(BaseModel):
+    """Which of the three tools this row registers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    read: bool = True
+    write: bool = True
+    edit: bool = True
+
+
+name = "tool-fs"
+inject = ("tools",)
+optional = ("system_prompt", "sandbox")
+
+
+def apply(ctx: Context, config: Config) -> None:
+    """Register the enabled file tools and their guidance sections."""
+    tools = ctx.require("tools")
+    body = FsTools(ctx)
+    sandboxed = ctx.get("sandbox") is not None
+    definitions = {
+        "read": ToolDefinition(
+            "read",
+            "Return the contents of a UTF-8 text file, each line prefixed with its line number.",
+            READ,
+            body.read,
+            render=_text,
+            is_concurrency_safe=lambda args: True,
+            meta=_meta,
+        ),
+        "write": ToolDefinition(
+            "write",
+            "Write a UTF-8 text file, creating it or replacing its entire content.",
+            write_parameters(sandboxed),
+            body.write,
+            render=_text,
+            meta=_meta,
+        ),
+        "edit": ToolDefinition(
+            "edit",
+            "Change an existing UTF-8 text file by replacing an exact piece of literal text.",
+            edit_parameters(sandboxed),
+            body.edit,
+            render=_text,
+            meta=_meta,
+        ),
+    }
+    system_prompt = ctx.get("system_prompt")
+    for key, definition in definitions.items():
+        if not getattr(config, key):
+            continue
+        tools.register(ctx, definition)
+        if system_prompt is not None:
+            section, order, guidance = SECTIONS[key]
+            system_prompt.section(ctx, section, order, guidance, interpolate=False)
