@@ -1,0 +1,448 @@
+"""OpenAI-compatible chat-completions routes: DeepSeek's OpenAI endpoint and local servers (spec 04 §5).
+
+One adapter instance serves every configured route (``deepseek-openai`` and, when
+``OPENAI_BASE_URL`` is set, ``openai-compat`` by default). ``dialect: deepseek`` adds DeepSeek's
+thinking controls and round-trips ``reasoning_content``; ``generic`` sends plain chat requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pydsh.kernel.cancel import NEVER, AbortSignal
+from pydsh.kernel.context import Context
+from pydsh.llm import http
+from pydsh.llm.deepseek import EFFORTS
+from pydsh.llm.retry import RetryPolicyConfig
+from pydsh.llm.sse import sse_events
+from pydsh.llm.types import LlmError, ModelInfo, ProviderInfo, StreamChunk
+
+if TYPE_CHECKING:
+    import httpx
+
+PREFIX = "chat completions"
+STOPS = {"stop": "stop", "tool_calls": "tool-calls", "length": "max-tokens"}
+DEEPSEEK_EFFORTS = frozenset({"off", "low", "high", "max"})
+
+
+class ModelEntry(BaseModel):
+    """A catalog model of one route."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str | None = None
+    contextWindow: int | None = Field(default=None, gt=0)
+    maxTokens: int | None = Field(default=None, gt=0)
+
+
+class ReasoningConfig(BaseModel):
+    """Efforts a generic server accepts as ``reasoning_effort``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    efforts: list[str] = Field(min_length=1)
+    defaultEffort: str | None = None
+
+
+class ProviderConfig(BaseModel):
+    """One chat-completions route."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str | None = None
+    baseURL: str
+    apiKeyEnv: str | None = None
+    dialect: Literal["deepseek", "generic"] = "generic"
+    models: list[ModelEntry] = []
+    maxTokens: int | None = Field(default=None, gt=0)
+    defaultContextWindow: int = Field(default=131072, gt=0)
+    reasoning: ReasoningConfig | None = None
+    includeUsage: bool = True
+    streamIdleTimeoutMs: int = Field(default=300000, gt=0)
+    connectTimeoutMs: int = Field(default=30000, gt=0)
+    retryPolicy: RetryPolicyConfig | None = None
+    attributionHeaders: bool = True
+
+    @field_validator("baseURL")
+    @classmethod
+    def _base(cls, value: str) -> str:
+        return http.check_base_url(value)
+
+
+class Config(BaseModel):
+    """``llm-openai-compat`` configuration: the routes (default: the shipped ones)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    providers: list[ProviderConfig] | None = None
+
+
+def shipped_providers() -> list[ProviderConfig]:
+    """``deepseek-openai`` always; ``openai-compat`` when ``OPENAI_BASE_URL`` is set."""
+    routes = [
+        ProviderConfig(
+            id="deepseek-openai",
+            name="DeepSeek (OpenAI API)",
+            baseURL="https://api.deepseek.com",
+            apiKeyEnv="DEEPSEEK_API_KEY",
+            dialect="deepseek",
+        )
+    ]
+    base = os.environ.get("OPENAI_BASE_URL", "").strip()
+    if base:
+        key_env = "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY", "").strip() else None
+        routes.append(ProviderConfig(id="openai-compat", name="OpenAI-compatible", baseURL=base, apiKeyEnv=key_env))
+    return routes
+
+
+def _unsupported(what: str) -> LlmError:
+    return LlmError(f"{PREFIX} does not support {what}", "UNSUPPORTED_CONTENT")
+
+
+def _joined(message: dict[str, Any], kinds: tuple[str, ...], role: str) -> str:
+    parts = []
+    for block in message.get("content") or []:
+        btype = block.get("type")
+        if btype in kinds:
+            parts.append(block["text"])
+        elif btype not in ("text", "reasoning", "tool-call", "tool-addition", "tool-removal"):
+            raise _unsupported(f"{btype} content in {role} messages")
+    return "\n\n".join(p for p in parts if p)
+
+
+def wire_messages(options: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
+    """Chat messages of the harness history (spec 04 §5.3)."""
+    out: list[dict[str, Any]] = []
+    system = None
+    for message in options.get("messages") or []:
+        role = message.get("role")
+        if role == "system":
+            system = _joined(message, ("text",), "system")
+        elif role == "developer":
+            text = _joined(message, ("text",), "developer")
+            if text:
+                out.append({"role": "system", "content": text})
+        elif role == "user":
+            text = _joined(message, ("text",), "user")
+            if text:
+                out.append({"role": "user", "content": text})
+        elif role == "assistant":
+            out.append(_assistant(message, dialect))
+        elif role == "tool":
+            text = _joined(message, ("text",), "tool")
+            out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
+        else:
+            raise _unsupported(f"{role} messages")
+    system_text = "\n\n".join(s for s in (options.get("system"), system) if s)
+    return ([{"role": "system", "content": system_text}] if system_text else []) + out
+
+
+def _assistant(message: dict[str, Any], dialect: str) -> dict[str, Any]:
+    blocks = message.get("content") or []
+    wire: dict[str, Any] = {"role": "assistant", "content": _joined(message, ("text",), "assistant")}
+    if dialect == "deepseek" and any(b.get("type") == "reasoning" for b in blocks):
+        wire["reasoning_content"] = "".join(b["text"] for b in blocks if b.get("type") == "reasoning")
+    calls = [
+        {"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": b["arguments"]}}
+        for b in blocks
+        if b.get("type") == "tool-call"
+    ]
+    if calls:
+        wire["tool_calls"] = calls
+    return wire
+
+
+class ChatTranslator:
+    """Turns chat-completions SSE payloads into harness chunks (spec 04 §5.4, §5.5)."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        self.reasoning: int | None = None
+        self.text: int | None = None
+        self.tools: dict[int, int] = {}
+        self.ids: dict[int, str] = {}
+        self.names: dict[int, str] = {}
+        self.content: dict[int, list[str]] = {}
+        self.reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.done = False
+
+    def _open(self, kind: str) -> tuple[int, list[StreamChunk]]:
+        index = len(self.kinds)
+        self.kinds.append(kind)
+        self.content[index] = []
+        return index, [{"type": "block-start", "index": index, "blockType": kind}]
+
+    def feed(self, data: str) -> list[StreamChunk]:
+        """Chunks for one ``data:`` payload (block ends, usage and finish only at ``[DONE]``)."""
+        if data == "[DONE]":
+            self.done = True
+            return self.settle()
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            raise LlmError(f"malformed SSE payload: {data[:120]}", "MALFORMED_RESPONSE")
+        if isinstance(doc.get("error"), dict):
+            raise http.chat_error(None, http.error_fields(json.dumps({"error": doc["error"]})))
+        choices = doc.get("choices", [])
+        if not isinstance(choices, list):
+            raise LlmError(f"{PREFIX} stream: choices is not a list", "MALFORMED_RESPONSE")
+        if isinstance(doc.get("usage"), dict):
+            self.usage = doc["usage"]
+        out: list[StreamChunk] = []
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise LlmError(f"{PREFIX} stream: a choice is not an object", "MALFORMED_RESPONSE")
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                out += self._delta(delta)
+            if choice.get("finish_reason"):
+                self.reason = str(choice["finish_reason"])
+        return out
+
+    def _delta(self, delta: dict[str, Any]) -> list[StreamChunk]:
+        out: list[StreamChunk] = []
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            if self.reasoning is None:
+                self.reasoning, start = self._open("reasoning")
+                out += start
+            self.content[self.reasoning].append(reasoning)
+            out.append({"type": "reasoning-delta", "index": self.reasoning, "text": reasoning})
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            if self.text is None:
+                self.text, start = self._open("text")
+                out += start
+            self.content[self.text].append(text)
+            out.append({"type": "text-delta", "index": self.text, "text": text})
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for position, call in enumerate(calls):
+                if isinstance(call, dict):
+                    out += self._tool(call, position)
+        return out
+
+    def _tool(self, call: dict[str, Any], position: int) -> list[StreamChunk]:
+        out: list[StreamChunk] = []
+        wire = call.get("index") if type(call.get("index")) is int else position
+        index = self.tools.get(wire)
+        if index is None:
+            index, start = self._open("tool-call")
+            self.tools[wire] = index
+            out += start
+        if isinstance(call.get("id"), str) and call["id"]:
+            self.ids[index] = call["id"]
+        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+        args = fn.get("arguments") if isinstance(fn.get("arguments"), str) else ""
+        chunk: StreamChunk = {"type": "tool-call-delta", "index": index, "id": self.ids.get(index, "")}
+        if isinstance(fn.get("name"), str) and fn["name"]:
+            self.names[index] = fn["name"]
+            chunk["name"] = fn["name"]
+        chunk["argumentsDelta"] = args
+        self.content[index].append(args)
+        out.append(chunk)
+        return out
+
+    def settle(self) -> list[StreamChunk]:
+        """Block ends in block order, then usage, then finish."""
+        out: list[StreamChunk] = []
+        for index, kind in enumerate(self.kinds):
+            joined = "".join(self.content[index])
+            if kind == "tool-call":
+                call_id = self.ids.get(index) or f"call_{index}"
+                block = {"type": "tool-call", "id": call_id, "name": self.names.get(index, ""), "arguments": joined}
+            else:
+                block = {"type": kind, "text": joined}
+            out.append({"type": "block-end", "index": index, "block": block})
+        if self.usage is not None:
+            out.append({"type": "usage", "usage": map_usage(self.usage)})
+        reason = self.reason or "stop"
+        if reason in STOPS:
+            if STOPS[reason] == "stop" and not self.kinds:
+                raise LlmError("model returned a completed response with no content", "EMPTY_RESPONSE")
+            out.append({"type": "finish", "reason": {"kind": STOPS[reason]}})
+        else:
+            failure = {"message": f"model stopped: {reason}", "code": reason.upper()}
+            out.append({"type": "finish", "reason": {"kind": "error", "failure": failure}})
+        return out
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def map_usage(raw: dict[str, Any]) -> dict[str, int]:
+    """Harness usage of a chat ``usage`` object (disjoint counts)."""
+    details = raw.get("prompt_tokens_details") if isinstance(raw.get("prompt_tokens_details"), dict) else {}
+    cached = _count(details.get("cached_tokens"))
+    if cached is None:
+        cached = _count(raw.get("prompt_cache_hit_tokens"))
+    prompt = _count(raw.get("prompt_tokens")) or 0
+    out = {"inputTokens": prompt - (cached or 0), "outputTokens": _count(raw.get("completion_tokens")) or 0}
+    if cached is not None:
+        out["cacheReadTokens"] = cached
+    completion = raw.get("completion_tokens_details")
+    reasoning = _count(completion.get("reasoning_tokens")) if isinstance(completion, dict) else None
+    if reasoning is not None:
+        out["reasoningTokens"] = reasoning
+    out["totalTokens"] = out["inputTokens"] + out["outputTokens"] + (cached or 0)
+    return out
+
+
+class OpenAICompatAdapter:
+    """Chat-completions adapter serving every configured route with one HTTP pool."""
+
+    def __init__(self, providers: list[ProviderConfig]) -> None:
+        self.providers = {p.id: p for p in providers}
+        self._client: httpx.AsyncClient | None = None
+        self._user_id: str | None = None
+
+    def route(self, provider: str) -> ProviderConfig:
+        config = self.providers.get(provider)
+        if config is None:
+            raise LlmError(f'no adapter registered for provider "{provider}"', "NO_ADAPTER")
+        return config
+
+    def provider_info(self, provider: str) -> ProviderInfo:
+        return {"id": provider, "name": self.route(provider).name or provider}
+
+    def provider_retry_policy(self, provider: str) -> dict[str, Any]:
+        return (self.route(provider).retryPolicy or RetryPolicyConfig()).policy()
+
+    async def list_models(self, provider: str) -> list[ModelInfo]:
+        return [await self.resolve_model(provider, m.id) for m in self.route(provider).models]
+
+    async def resolve_model(self, provider: str, model: str) -> ModelInfo:
+        config = self.route(provider)
+        entry = next((m for m in config.models if m.id == model), None)
+        info: ModelInfo = {"provider": provider, "id": model, "name": (entry and entry.name) or model}
+        info["inputModalities"] = ["text"]
+        info["context"] = {"contextWindow": (entry and entry.contextWindow) or config.defaultContextWindow}
+        max_tokens = (entry and entry.maxTokens) or config.maxTokens
+        if max_tokens:
+            info["defaultMaxTokens"] = max_tokens
+        if config.dialect == "deepseek":
+            info["reasoning"] = {"efforts": [dict(e) for e in EFFORTS], "defaultEffort": "high"}  # type: ignore[typeddict-item]
+        elif config.reasoning is not None:
+            efforts = [{"id": e, "name": e} for e in config.reasoning.efforts]
+            info["reasoning"] = {"efforts": efforts}  # type: ignore[typeddict-item]
+            if config.reasoning.defaultEffort:
+                info["reasoning"]["defaultEffort"] = config.reasoning.defaultEffort
+        return info
+
+    def build_body(self, options: dict[str, Any], config: ProviderConfig) -> dict[str, Any]:
+        """The request body in the key order of spec 04 §5.2."""
+        body: dict[str, Any] = {"model": options["model"], "messages": wire_messages(options, config.dialect)}
+        body["stream"] = True
+        if config.includeUsage:
+            body["stream_options"] = {"include_usage": True}
+        effort = options.get("reasoningEffort")
+        if config.dialect == "deepseek" and effort is not None:
+            if effort not in DEEPSEEK_EFFORTS:
+                raise LlmError(f'DeepSeek does not support reasoning effort "{effort}"', "UNSUPPORTED_REASONING_EFFORT")
+            body["thinking"] = {"type": "disabled" if effort == "off" else "enabled"}
+            if effort != "off":
+                body["reasoning_effort"] = effort
+        elif effort is not None and config.reasoning is not None:
+            body["reasoning_effort"] = effort
+        if options.get("tools"):
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
+                }
+                for t in options["tools"]
+            ]
+        if options.get("temperature") is not None:
+            body["temperature"] = options["temperature"]
+        if options.get("maxTokens"):
+            body["max_tokens"] = options["maxTokens"]
+        if options.get("stop"):
+            body["stop"] = list(options["stop"])
+        return body
+
+    def headers(self, options: dict[str, Any], config: ProviderConfig) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "text/event-stream", "user-agent": http.USER_AGENT}
+        key = http.api_key(config.id, config.apiKeyEnv, required=config.apiKeyEnv is not None)
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        if config.dialect == "deepseek":
+            if config.attributionHeaders and self._user_id is None:
+                self._user_id = http.anonymous_user_id()
+            headers.update(http.harness_headers(options, self._user_id if config.attributionHeaders else None))
+        return headers
+
+    async def stream(self, options: dict[str, Any]) -> AsyncIterator[StreamChunk]:
+        """One provider attempt on the route named by ``options.provider``."""
+        import httpx
+
+        signal: AbortSignal = options.get("signal") or NEVER
+        config = self.route(options["provider"])
+        body = self.build_body(options, config)
+        headers = self.headers(options, config)
+        if self._client is None:
+            self._client = http.make_client(config.connectTimeoutMs, config.streamIdleTimeoutMs)
+        timeout = httpx.Timeout(
+            connect=config.connectTimeoutMs / 1000, read=config.streamIdleTimeoutMs / 1000, write=30.0, pool=30.0
+        )
+        url = config.baseURL.rstrip("/") + "/chat/completions"
+        request = self._client.build_request(
+            "POST", url, content=http.encode_body(body), headers=headers, timeout=timeout
+        )
+        response = await http.send(self._client, request, signal, PREFIX)
+        rid = http.request_id(response.headers)
+        try:
+            await _check_status(response, signal)
+            translator = ChatTranslator()
+            async for _name, data in sse_events(response, signal, PREFIX):
+                for chunk in translator.feed(data):
+                    yield chunk
+                if translator.done:
+                    return
+            raise LlmError("SSE stream ended without [DONE]", "STREAM_CLOSED")
+        except LlmError as exc:
+            if exc.request_id is None:
+                exc.request_id = rid
+            raise
+        finally:
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+
+async def _check_status(response: httpx.Response, signal: AbortSignal) -> None:
+    status = response.status_code
+    if 300 <= status < 400:
+        raise LlmError(f"{PREFIX} refused a redirect", "TRANSPORT", status=status)
+    if not 200 <= status < 300:
+        text = await http.read_text(response, signal, PREFIX)
+        raise http.chat_error(status, http.error_fields(text), response.headers)
+    if http.has_no_body(response):
+        raise LlmError(f"{PREFIX} returned no response body", "EMPTY_RESPONSE")
+
+
+name = "llm-openai-compat"
+inject = ("llm",)
+
+
+def apply(ctx: Context, config: Config) -> None:
+    """Register every configured chat-completions route on one adapter."""
+    providers = config.providers if config.providers is not None else shipped_providers()
+    adapter = OpenAICompatAdapter(providers)
+    ctx.register(adapter.aclose)
+    if providers:
+        ctx.llm.register_adapter(ctx, [p.id for p in providers], adapter)
