@@ -234,7 +234,8 @@ class ChatTranslator:
 
     def _tool(self, call: dict[str, Any], position: int) -> list[StreamChunk]:
         out: list[StreamChunk] = []
-        wire = call.get("index") if type(call.get("index")) is int else position
+        raw_index = call.get("index")
+        wire = raw_index if isinstance(raw_index, int) else position
         index = self.tools.get(wire)
         if index is None:
             index, start = self._open("tool-call")
@@ -242,8 +243,10 @@ class ChatTranslator:
             out += start
         if isinstance(call.get("id"), str) and call["id"]:
             self.ids[index] = call["id"]
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-        args = fn.get("arguments") if isinstance(fn.get("arguments"), str) else ""
+        raw_fn = call.get("function")
+        fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
+        raw_args = fn.get("arguments")
+        args = raw_args if isinstance(raw_args, str) else ""
         chunk: StreamChunk = {"type": "tool-call-delta", "index": index, "id": self.ids.get(index, "")}
         if isinstance(fn.get("name"), str) and fn["name"]:
             self.names[index] = fn["name"]
@@ -283,7 +286,8 @@ def _count(value: object) -> int | None:
 
 def map_usage(raw: dict[str, Any]) -> dict[str, int]:
     """Harness usage of a chat ``usage`` object (disjoint counts)."""
-    details = raw.get("prompt_tokens_details") if isinstance(raw.get("prompt_tokens_details"), dict) else {}
+    raw_details = raw.get("prompt_tokens_details")
+    details: dict[str, Any] = raw_details if isinstance(raw_details, dict) else {}
     cached = _count(details.get("cached_tokens"))
     if cached is None:
         cached = _count(raw.get("prompt_cache_hit_tokens"))
@@ -332,7 +336,7 @@ class OpenAICompatAdapter:
         if max_tokens:
             info["defaultMaxTokens"] = max_tokens
         if config.dialect == "deepseek":
-            info["reasoning"] = {"efforts": [dict(e) for e in EFFORTS], "defaultEffort": "high"}  # type: ignore[typeddict-item]
+            info["reasoning"] = {"efforts": [dict(e) for e in EFFORTS], "defaultEffort": "high"}  # type: ignore[misc]
         elif config.reasoning is not None:
             efforts = [{"id": e, "name": e} for e in config.reasoning.efforts]
             info["reasoning"] = {"efforts": efforts}  # type: ignore[typeddict-item]
