@@ -257,7 +257,7 @@ class MockModelServer:
             await exchange.json(500, body_doc)
             return True
         self.requests.append({"method": method, "path": path, "headers": headers, "body": parsed})
-        return await _Responder(self, exchange, dialect, parsed).run(behaviour)
+        return await _Responder(self, exchange, dialect, parsed, reader).run(behaviour)
 
     def _authorised(self, headers: dict[str, str]) -> bool:
         key = self.options["apiKey"]
@@ -298,8 +298,16 @@ def _error_body(dialect: str, kind: str, message: str, code: str | None) -> dict
 class _Responder:
     """Renders one behaviour in one dialect."""
 
-    def __init__(self, server: MockModelServer, exchange: _Exchange, dialect: str, body: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        server: MockModelServer,
+        exchange: _Exchange,
+        dialect: str,
+        body: dict[str, Any],
+        reader: asyncio.StreamReader,
+    ) -> None:
         self.server = server
+        self.reader = reader
         self.options = server.options
         self.x = exchange
         self.dialect = dialect
@@ -584,10 +592,15 @@ class _Responder:
         self.x.reset()
         return False
 
+    async def until_client_leaves(self) -> bool:
+        """Hold the response open until the client closes the connection."""
+        while await self.reader.read(65536):
+            pass
+        return False
+
     async def b_stall(self) -> bool:
         await self.x.open_stream()
-        await asyncio.Event().wait()
-        return False
+        return await self.until_client_leaves()
 
     async def b_malformed_json(self) -> bool:
         return await self.stream(["data: {not-json\n\n"])
@@ -626,8 +639,7 @@ class _Responder:
             return True
         if canonical["kind"] == "hang":
             await self.stream(self.render(self.text_chunks("partial")[:-1]), end=False)
-            await asyncio.Event().wait()
-            return False
+            return await self.until_client_leaves()
         return await self.stream(self.render(chunks))
 
 
