@@ -1,0 +1,456 @@
+"""The ``glob`` and ``grep`` tools (spec 05 §4.6–4.7).
+
+Both use ripgrep when it is on ``PATH`` and a pure-Python walker with the same filters otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import shutil
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydsh.agent.cwd import quote
+from pydsh.kernel.context import Context
+from pydsh.tools.files import FsError, current_dir, resolve
+from pydsh.tools.globs import Rule, compile_glob, ignored, parse_ignore
+from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
+from pydsh.tools.spill import save
+
+GLOB_LIMIT = 100
+GREP_LIMIT = 250
+MAX_LINE_BYTES = 2000
+TIMEOUT_MS = 30000
+VCS_DIRS = (".git", ".svn", ".hg", ".bzr", ".jj", ".sl")
+SPILL_HINT = "Use read with offset/limit, or grep this path to search within it."
+
+GLOB = {
+    "type": "object",
+    "properties": {
+        "pattern": {
+            "type": "string",
+            "description": (
+                'Glob to match file paths against, e.g. "**/*.py" or "tests/**/test_*.py". A pattern without '
+                'a "/" matches file names at any depth, so "*" and "*.py" search the whole tree; include a "/" '
+                "to anchor the pattern to a depth."
+            ),
+        },
+        "path": {
+            "type": "string",
+            "description": "Directory to search. Defaults to the current working directory; a relative path "
+            "resolves against it.",
+        },
+    },
+    "required": ["pattern"],
+}
+GREP = {
+    "type": "object",
+    "properties": {
+        "pattern": {"type": "string", "description": "Regular expression in ripgrep syntax."},
+        "path": {
+            "type": "string",
+            "description": "File or directory to search. Defaults to the current working directory; a relative "
+            "path resolves against it.",
+        },
+        "include": {
+            "type": "string",
+            "description": 'A single glob limiting which files are searched (e.g. "*.py", "*.{ts,tsx}"). One '
+            "pattern only, not a list; negation is not supported.",
+        },
+    },
+    "required": ["pattern"],
+}
+
+
+class SearchError(ToolError):
+    """A grep failure with a ``SEARCH_*`` code."""
+
+    error_name = "SearchError"
+
+
+def display(path: str, cwd: str) -> str:
+    """``path`` relative to ``cwd`` when inside it, else absolute."""
+    prefix = cwd if cwd.endswith("/") else cwd + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def search_root(ctx: Context, exec: ToolExec, args: dict[str, Any]) -> str:
+    raw = args.get("path")
+    if raw is None:
+        return current_dir(ctx, exec)
+    if not raw:
+        raise ToolError("path must be a non-empty string when given")
+    root = resolve(ctx, exec, raw)
+    if not os.path.exists(root):
+        raise FsError(f"cannot read {quote(root)}: not found", "FS_NOT_FOUND")
+    return root
+
+
+async def run_rg(argv: list[str], cwd: str) -> tuple[int, bytes, str]:
+    """Run ripgrep to completion (killed if the call is aborted); returns (exit code, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await proc.communicate()
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            await asyncio.shield(proc.wait())
+        raise
+    return proc.returncode or 0, out, err.decode("utf-8", "replace").strip()
+
+
+async def in_thread(work: Callable[[threading.Event], Any]) -> Any:
+    """Run a blocking walk in a thread; an abort stops waiting and tells the walk to stop."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(work, stop)
+    finally:
+        stop.set()
+
+
+# -- glob ----------------------------------------------------------------------------------------
+
+
+def walk_files(root: str, stop: threading.Event) -> Iterator[tuple[str, os.stat_result]]:
+    """Every regular file below ``root`` (hidden and ignored included, VCS directories and symlinks skipped)."""
+    stack = [root]
+    while stack:
+        if stop.is_set():
+            return
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if entry.name not in VCS_DIRS:
+                    stack.append(entry.path)
+            elif stat.S_ISREG(st.st_mode):
+                yield entry.path, st
+
+
+def python_glob(root: str, pattern: str, stop: threading.Event) -> list[tuple[int, str]]:
+    regex = compile_glob(pattern)
+    if regex is None:
+        return []
+    prefix = root.rstrip("/") + "/"
+    return [(st.st_mtime_ns, path) for path, st in walk_files(root, stop) if regex.match(path[len(prefix) :])]
+
+
+async def rg_glob(rg: str, root: str, pattern: str) -> list[tuple[int, str]]:
+    argv = [rg, "--files", f"--glob={pattern}", *(f"--glob=!{d}" for d in VCS_DIRS), "--no-ignore", "--hidden"]
+    code, out, err = await run_rg([*argv, "--", root], root)
+    if code == 2 and not out:
+        raise SearchError(f"glob search failed (exit 2): {err}", "SEARCH_FAILED")
+    found = []
+    for line in out.decode("utf-8", "surrogateescape").splitlines():
+        try:
+            found.append((os.stat(line, follow_symlinks=False).st_mtime_ns, line))
+        except OSError:
+            continue
+    return found
+
+
+class SearchTools:
+    """Bodies of ``glob`` and ``grep``, bound to the plugin's context."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def glob(self, args: dict[str, Any], exec: ToolExec) -> str:
+        pattern: str = args["pattern"]
+        if not pattern:
+            raise ToolError("pattern must be a non-empty string")
+        root = search_root(self.ctx, exec, args)
+        if not os.path.isdir(root):
+            raise ToolError(f"path is not a directory: {quote(root)}")
+        rg = shutil.which("rg")
+        if rg is not None:
+            found = await rg_glob(rg, root, pattern)
+        else:
+            found = await in_thread(lambda stop: python_glob(root, pattern, stop))
+        if not found:
+            return "No files found"
+        cwd = current_dir(self.ctx, exec)
+        paths = [display(path, cwd) for _mtime, path in sorted(found)]
+        if len(paths) <= GLOB_LIMIT:
+            return "\n".join(paths)
+        shown = "\n".join(paths[:GLOB_LIMIT])
+        spilled = save(exec.session.id if exec.session else "", "glob", "\n".join(paths))
+        if spilled is None:
+            notice = "The complete result could not be saved; narrow pattern or path to see more."
+        else:
+            notice = f"Full sorted result stored at: {spilled}. {SPILL_HINT}"
+        return f"{shown}\n\n(Showing {GLOB_LIMIT} of {len(paths)} paths. {notice})"
+
+    async def grep(self, args: dict[str, Any], exec: ToolExec) -> str:
+        pattern: str = args["pattern"]
+        include: str | None = args.get("include")
+        root = search_root(self.ctx, exec, args)
+        rg = shutil.which("rg")
+        if rg is not None:
+            matches = await rg_grep(rg, root, pattern, include)
+        else:
+            try:
+                regex = re.compile(pattern, re.MULTILINE)
+            except re.error as exc:
+                raise SearchError(f"grep pattern rejected: {exc}", "SEARCH_INVALID_PATTERN") from None
+            matches = await in_thread(lambda stop: PythonGrep(root, regex, include, stop).run())
+        return format_grep(matches, current_dir(self.ctx, exec), exec)
+
+
+# -- grep ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Matches:
+    """Matching lines grouped by file, files in first-seen order."""
+
+    files: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    count: int = 0
+
+    def add(self, path: str, number: int, text: str) -> None:
+        self.files.setdefault(path, []).append((number, text))
+        self.count += 1
+
+
+def line_text(raw: bytes) -> str:
+    """A matched line as shown: terminator dropped, cut at 2000 bytes, non-UTF-8 replaced by a note."""
+    raw = raw.rstrip(b"\n").rstrip(b"\r")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "(line is not valid UTF-8)"
+    if len(raw) > MAX_LINE_BYTES:
+        return raw[:MAX_LINE_BYTES].decode("utf-8", "ignore") + " (line truncated)"
+    return raw.decode("utf-8")
+
+
+def _rg_bytes(field_value: dict[str, Any]) -> bytes:
+    if "text" in field_value:
+        return str(field_value["text"]).encode("utf-8", "surrogateescape")
+    return base64.b64decode(field_value.get("bytes", ""))
+
+
+async def rg_grep(rg: str, root: str, pattern: str, include: str | None) -> Matches:
+    argv = [rg, "--json", f"--regexp={pattern}"]
+    if include:
+        argv.append(f"--glob={include}")
+    cwd = root if os.path.isdir(root) else os.path.dirname(root)
+    code, out, err = await run_rg([*argv, "--sort=path", "--", root], cwd)
+    matches = Matches()
+    for line in out.splitlines():
+        if b'"type":"match"' not in line:
+            continue
+        data = json.loads(line)["data"]
+        path = _rg_bytes(data["path"]).decode("utf-8", "surrogateescape")
+        matches.add(path, int(data["line_number"]), line_text(_rg_bytes(data["lines"])))
+    if code == 2 and not matches.count:
+        if "regex parse error" in err or "error parsing regex" in err:
+            raise SearchError(f"grep pattern rejected by ripgrep: {err}", "SEARCH_INVALID_PATTERN")
+        raise SearchError(f"grep search failed (exit 2): {err}", "SEARCH_FAILED")
+    return matches
+
+
+def _ignore_rules(directory: str, in_repo: bool) -> list[Rule]:
+    rules: list[Rule] = []
+    names = (".gitignore", ".ignore", ".rgignore") if in_repo else (".ignore", ".rgignore")
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as f:
+                rules.extend(parse_ignore(f.read(), directory))
+        except OSError:
+            continue
+    return rules
+
+
+def _repo_root(path: str) -> str | None:
+    current = path
+    while True:
+        if os.path.exists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def _inherited_rules(root: str) -> list[Rule]:
+    """Ignore rules of the directories above ``root`` (shallowest first), as ripgrep reads them."""
+    repo = _repo_root(root)
+    chain = []
+    current = os.path.dirname(root)
+    while True:
+        chain.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    rules: list[Rule] = []
+    for directory in reversed(chain):
+        rules.extend(_ignore_rules(directory, repo is not None and directory.startswith(repo)))
+    return rules
+
+
+def grep_file(path: str, regex: re.Pattern[str], matches: Matches) -> None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return
+    if b"\0" in data:
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "surrogateescape")
+    if regex.search(text) is None:
+        return
+    for number, line in enumerate(text.split("\n"), 1):
+        if regex.search(line) is not None:
+            matches.add(path, number, line_text(line.encode("utf-8", "surrogateescape")))
+
+
+class PythonGrep:
+    """ripgrep's default filtering in Python: hidden entries skipped, ignore files honoured, binaries skipped.
+
+    An ``include`` glob, like ripgrep's ``--glob``, selects files even when they are hidden or ignored.
+    """
+
+    def __init__(self, root: str, regex: re.Pattern[str], include: str | None, stop: threading.Event) -> None:
+        self.root = root
+        self.regex = regex
+        self.include = compile_glob(include) if include else None
+        self.stop = stop
+        self.repo = _repo_root(root)
+        self.matches = Matches()
+
+    def run(self) -> Matches:
+        if os.path.isdir(self.root):
+            self.walk(self.root, _inherited_rules(self.root))
+        else:
+            grep_file(self.root, self.regex, self.matches)
+        return self.matches
+
+    def walk(self, directory: str, rules: list[Rule]) -> None:
+        if self.stop.is_set():
+            return
+        rules = rules + _ignore_rules(directory, self.repo is not None)
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            visible = not entry.name.startswith(".")
+            if stat.S_ISDIR(st.st_mode):
+                if visible and not ignored(rules, entry.path, True):
+                    self.walk(entry.path, rules)
+            elif stat.S_ISREG(st.st_mode) and self.selects(entry.path, visible, rules):
+                grep_file(entry.path, self.regex, self.matches)
+
+    def selects(self, path: str, visible: bool, rules: list[Rule]) -> bool:
+        if self.include is not None:
+            return self.include.match(path[len(self.root.rstrip("/")) + 1 :]) is not None
+        return visible and not ignored(rules, path, False)
+
+
+def format_grep(matches: Matches, cwd: str, exec: ToolExec) -> str:
+    if not matches.count:
+        return "No matches found"
+    groups: list[str] = []
+    shown = 0
+    full: list[str] = []
+    for path, lines in matches.files.items():
+        header = display(path, cwd)
+        rows = [f"Line {number}: {text}" for number, text in lines]
+        full.append("\n".join([header, *rows]))
+        if shown < GREP_LIMIT:
+            take = rows[: GREP_LIMIT - shown]
+            shown += len(take)
+            groups.append("\n".join([header, *take]))
+    total = matches.count
+    if total <= GREP_LIMIT:
+        noun = "match" if total == 1 else "matches"
+        return f"Found {total} {noun}\n\n" + "\n\n".join(groups)
+    whole = f"Found {total} matches\n\n" + "\n\n".join(full)
+    spilled = save(exec.session.id if exec.session else "", "grep", whole)
+    if spilled is None:
+        footer = "(The complete match list could not be saved; narrow pattern, path or include to see more.)"
+    else:
+        footer = f"(Full grep result stored at: {spilled}. {SPILL_HINT})"
+    return f"Found {GREP_LIMIT} of {total} matches\n\n" + "\n\n".join(groups) + f"\n\n{footer}"
+
+
+name = "tool-fs-search"
+inject = ("tools",)
+optional = ("system_prompt",)
+
+
+def apply(ctx: Context, config: None) -> None:
+    """Register ``glob`` and ``grep`` and their guidance sections."""
+    tools = ctx.require("tools")
+    body = SearchTools(ctx)
+    tools.register(
+        ctx,
+        ToolDefinition(
+            "glob",
+            "Find files (not directories) whose path matches a glob pattern; hidden and ignored files are included. "
+            "Paths come oldest-modified first, at most 100; when there are more, the first 100 are shown and the "
+            "location of the complete list is reported.",
+            GLOB,
+            body.glob,
+            timeout_ms=TIMEOUT_MS,
+        ),
+    )
+    tools.register(
+        ctx,
+        ToolDefinition(
+            "grep",
+            "Search file contents for a ripgrep regular expression and return the matching lines with their line "
+            "numbers, grouped by file. At most 250 matches are shown; for more, the location of the complete match "
+            "list is reported.",
+            GREP,
+            body.grep,
+            timeout_ms=TIMEOUT_MS,
+        ),
+    )
+    system_prompt = ctx.get("system_prompt")
+    if system_prompt is None:
+        return
+    system_prompt.section(
+        ctx,
+        "tool:glob",
+        1400,
+        "To find files by path pattern, use the glob tool rather than shell find.",
+        interpolate=False,
+    )
+
+    def grep_guidance(agent: Any) -> str:
+        text = "To search file contents, use the grep tool rather than shell grep or rg."
+        if tools.lookup(agent, "read") is not None:
+            text += " When you need the lines around a match, read the matched file."
+        return text
+
+    system_prompt.section(ctx, "tool:grep", 1500, grep_guidance, interpolate=False)
