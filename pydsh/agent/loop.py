@@ -427,10 +427,16 @@ class LoopHandle:
     async def dispose(self) -> None:
         """Cancel (keeping queued input), wait for idle, then unwind scope, log handle and registries."""
         if self._disposing is None:
-            self._disposing = asyncio.get_running_loop().create_task(self._dispose())
+            self._disposing = asyncio.get_running_loop().create_task(self._dispose(discard=False))
         await asyncio.shield(self._disposing)
 
-    async def _dispose(self) -> None:
+    async def abandon(self) -> None:
+        """Like :meth:`dispose`, but the log of a never-established agent is not kept (rollback)."""
+        if self._disposing is None:
+            self._disposing = asyncio.get_running_loop().create_task(self._dispose(discard=True))
+        await asyncio.shield(self._disposing)
+
+    async def _dispose(self, *, discard: bool) -> None:
         agent = self.agent
         agent.cancel({"kind": "disposed"}, keep_inbox=True)
         await agent.when_idle()
@@ -439,7 +445,7 @@ class LoopHandle:
             await agent.scope.dispose()
         finally:
             if self._persistence_handle is not None:
-                await self._persistence_handle.close()
+                await (_abandon(self._persistence_handle) if discard else self._persistence_handle.close())
             self._loop.agents.leave(agent)
             self._loop.sessions.leave(agent.session)
             self._loop.handles.discard(self)

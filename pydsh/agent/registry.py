@@ -49,6 +49,9 @@ class AgentHandle(Protocol):
 
     async def dispose(self) -> None: ...
 
+    async def abandon(self) -> None:
+        """Roll back an agent that was never established: dispose it without keeping its log."""
+
 
 class AgentFactory(Protocol):
     async def create(self, opts: CreateAgentOptions) -> AgentHandle: ...

@@ -266,3 +266,16 @@ async def test_two_processes_race_for_one_session_exactly_one_wins(tmp_path: Pat
     for child in children:
         child.wait(timeout=10)
     assert sorted(outputs) == ["owner", "refused SessionAlreadyOwnedError"]
+
+
+async def test_discard_writes_nothing_and_removes_a_log_it_created(tmp_path: Path) -> None:
+    store = JsonlPersistence(tmp_path)
+    handle = await store.create(make_header("gone", 1))
+    handle.append(turn(0, 1))
+    await handle.discard()
+    assert not list(tmp_path.rglob("session.v4.jsonl"))
+    flushed = await store.create(make_header("gone2", 1))
+    flushed.append(turn(0, 1))
+    await flushed.flush()
+    await flushed.discard()
+    assert not store.exists("gone2")

@@ -283,6 +283,7 @@ class JsonlHandle:
         self._size = stored.committed_size if stored else 0
         self._torn = stored.torn_offset if stored else None
         self._materialized = stored is not None
+        self._opened = stored is not None
         self.count = len(self._events)
         self._buffer: list[Event] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -403,6 +404,15 @@ class JsonlHandle:
     def _lock(self) -> None:
         if self._lock_fd is None:
             self._lock_fd = acquire_lock(self.directory / LOCK, self.id)
+
+    async def discard(self) -> None:
+        """Close without writing what is buffered; a log this handle created is removed."""
+        if self.closed:
+            return
+        self._buffer.clear()
+        if self._materialized and not self._opened:
+            self.path.unlink(missing_ok=True)
+        await self.close()
 
     async def close(self) -> None:
         if self.closed:
