@@ -1,0 +1,288 @@
+"""Wire models of the SDK JSON-RPC protocol (spec 06 §4–§7): request params, results, frame encoding.
+
+The params models check the raw ``params`` object in the order spec 06 §5 fixes and raise
+:class:`WireError` with the exact ``-32603`` message; results are validated by the client. Both
+sides use them only at the trust boundary: notifications stay plain dicts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any, TypeGuard
+
+from pydantic import BaseModel, ConfigDict, StrictStr, model_validator
+
+SERVER_INFO = {"name": "deepseek-harness-sdk-runtime", "version": "0.0.1"}
+INTERNAL_ERROR = -32603
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_LINE_BYTES = 64 * 1024 * 1024
+METHODS = (
+    "initialize",
+    "session/prompt",
+    "session/resume",
+    "session/wait",
+    "session/working-directory/get",
+    "session/working-directory/set",
+    "shutdown",
+)
+NOTIFICATIONS = ("session.event", "session.status", "subagent.started", "subagent.finished")
+DELTA_NOTIFICATION = "pydsh.session.delta"
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class WireError(Exception):
+    """A request the server refuses; ``str(exc)`` is the ``-32603`` message sent back."""
+
+
+def encode_frame(frame: dict[str, Any]) -> bytes:
+    """One compact UTF-8 frame plus ``\\n``; lone surrogates become ``\\udXXX`` escapes like ``JSON.stringify``."""
+    text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        paired = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        escaped = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", paired)
+        return (escaped + "\n").encode("utf-8")
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines; a line over ``limit`` bytes is dropped and reported once."""
+
+    def __init__(self, on_overflow: Callable[[int], None], limit: int = MAX_LINE_BYTES) -> None:
+        self.limit = limit
+        self._on_overflow = on_overflow
+        self._buf = bytearray()
+        self._discarding = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes (without their ``\\n``)."""
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            piece = chunk[start:end]
+            start = end + 1
+            if self._discarding:
+                self._discarding = False
+            elif len(self._buf) + len(piece) > self.limit:
+                self._on_overflow(self.limit)
+            else:
+                self._buf += piece
+                lines.append(bytes(self._buf))
+            self._buf.clear()
+        rest = chunk[start:]
+        if not self._discarding:
+            if len(self._buf) + len(rest) > self.limit:
+                self._discarding = True
+                self._buf.clear()
+                self._on_overflow(self.limit)
+            else:
+                self._buf += rest
+        return lines
+
+    def finish(self) -> list[bytes]:
+        """The unterminated last line at end of input, if any."""
+        tail = bytes(self._buf)
+        self._buf.clear()
+        return [tail] if tail and not self._discarding else []
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_line(line: bytes) -> Any:
+    """The JSON value of one inbound line, or ``None`` for a blank or unparsable line (ignored)."""
+    text = line.decode("utf-8", "replace").strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return None
+
+
+def is_request_id(value: object) -> TypeGuard[str | float]:
+    """A JSON-RPC request id: a string or a number, never a boolean."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def echo_id(value: str | float) -> str | float:
+    """The id to answer with: the request's, with an integral float written as an integer (as JS would)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def safe_positive_int(value: object) -> int | None:
+    """``value`` as an integer in [1, 2^53-1] (``8.0`` counts as 8, booleans never), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    number = int(value)
+    return number if 1 <= number <= MAX_SAFE_INTEGER else None
+
+
+def _non_empty(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+
+
+class InitializeParams(_Params):
+    """``initialize``: the route, workspace and budget for sessions opened afterwards."""
+
+    cwd: str
+    provider: str
+    model: str
+    reasoningEffort: str | None = None
+    maxTokens: int | None = None
+    deltas: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        if "reasoningEffort" in raw and not _non_empty(raw["reasoningEffort"]):
+            raise WireError("initialize reasoningEffort must be a non-empty string")
+        max_tokens = None
+        if "maxTokens" in raw:
+            max_tokens = safe_positive_int(raw["maxTokens"])
+            if max_tokens is None:
+                raise WireError("initialize maxTokens must be a positive safe integer")
+        if not isinstance(raw.get("cwd"), str):
+            raise WireError("initialize cwd must be a string")
+        for key in ("provider", "model"):
+            if not _non_empty(raw.get(key)):
+                raise WireError(f"initialize {key} must be a non-empty string")
+        extensions = raw.get("pydshExtensions")
+        return {
+            "cwd": raw["cwd"],
+            "provider": raw["provider"],
+            "model": raw["model"],
+            "reasoningEffort": raw.get("reasoningEffort"),
+            "maxTokens": max_tokens,
+            "deltas": isinstance(extensions, dict) and extensions.get("deltas") is True,
+        }
+
+
+class PromptParams(_Params):
+    """``session/prompt``: one user message for a session."""
+
+    sessionId: str
+    contentBlocks: list[dict[str, Any]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        if not _non_empty(raw.get("sessionId")):
+            raise WireError("session/prompt requires a non-empty sessionId string")
+        blocks = raw.get("contentBlocks")
+        if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
+            raise WireError("session/prompt requires a non-empty contentBlocks array")
+        for index, block in enumerate(blocks):
+            kind = block.get("type")
+            if kind not in ("text", "image") or (kind == "text" and not isinstance(block.get("text"), str)):
+                raise WireError(f"session/prompt content block {index} is invalid")
+        return {"sessionId": raw["sessionId"], "contentBlocks": blocks}
+
+    @property
+    def has_inline_image(self) -> bool:
+        """Whether a block carries image bytes (``{type:"image", data, mimeType}``) to admit."""
+        return any(b.get("type") == "image" and "data" in b for b in self.contentBlocks)
+
+
+class ResumeParams(_Params):
+    """``session/resume``: reopen a persisted session."""
+
+    sessionId: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        if not _non_empty(raw.get("sessionId")):
+            raise WireError("session/resume requires a non-empty sessionId string")
+        return {"sessionId": raw["sessionId"]}
+
+
+class WaitParams(_Params):
+    """``session/wait``: settle a session opened by this server."""
+
+    sessionId: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(raw.get("sessionId"), str):
+            raise WireError("session/wait requires a sessionId string")
+        return {"sessionId": raw["sessionId"]}
+
+
+class WorkingDirectoryParams(_Params):
+    """``session/working-directory/get`` (and the base of ``set``)."""
+
+    sessionId: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        if not _non_empty(raw.get("sessionId")):
+            raise WireError("working-directory requests require a non-empty sessionId")
+        return {"sessionId": raw["sessionId"]}
+
+
+class SetWorkingDirectoryParams(_Params):
+    """``session/working-directory/set``: enter a directory (absolute or relative to the current one)."""
+
+    sessionId: str
+    path: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        if not _non_empty(raw.get("sessionId")):
+            raise WireError("working-directory requests require a non-empty sessionId")
+        if not isinstance(raw.get("path"), str):
+            raise WireError("working-directory set requires a path string")
+        return {"sessionId": raw["sessionId"], "path": raw["path"]}
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
+
+
+class ServerInfo(_Result):
+    """``initialize.result.serverInfo``."""
+
+    name: str | None = None
+    version: str | None = None
+
+
+class PydshInfo(_Result):
+    """``initialize.result.pydsh``: our version and the extensions this connection enabled."""
+
+    version: str | None = None
+    extensions: list[str] = []
+
+
+class InitializeResult(_Result):
+    """``initialize`` result; ``pydsh`` is absent on the reference runtime."""
+
+    serverInfo: ServerInfo | None = None
+    pydsh: PydshInfo | None = None
+
+
+class PromptResult(_Result):
+    """``session/prompt`` result: the id of the queued user message."""
+
+    messageId: StrictStr
+
+
+class WorkingDirectoryResult(_Result):
+    """``session/working-directory/*`` result."""
+
+    cwd: StrictStr
