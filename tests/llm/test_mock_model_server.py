@@ -133,3 +133,27 @@ def test_cli_prints_a_ready_line_and_serves() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_cli_connection_refused_delays_binding() -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pydsh.testing.mock_model_server",
+            "--sequence",
+            "connection_refused,success",
+            "--listen-delay-ms",
+            "3000",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())
+        with pytest.raises(httpx.ConnectError):
+            httpx.post(ready["baseUrl"] + "/v1/messages", json={})
+    finally:
+        proc.terminate()
+        proc.wait(10)
