@@ -1,1 +1,1 @@
-"""testing"""
+"""Test helpers shipped with pydsh: the loopback mock model server."""
