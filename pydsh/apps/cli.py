@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    if argv[:1] == ["demo"]:
+        from pydsh.apps.demo import run_demo
+
+        return run_demo(argv[1:])
     launch = parse_launch(argv)
     if launch.version:
         print(f"pydsh {__version__}")
