@@ -1,6 +1,7 @@
 """``pydsh demo``: a bundled multi-step task replayed offline in a temporary workspace.
 
-The ``headless`` profile runs with the shipped ``demo`` bundle, whose replay adapter serves the
+The sample project is stored as data (``*.py.txt``) so it is packaged but never imported. The
+``headless`` profile runs with the shipped ``demo`` bundle, whose replay adapter serves the
 DeepSeek route from a recorded session log: the real loop, tools, sandbox and persistence run;
 only the model's answers come from the cassette. No API key or network is needed.
 """
@@ -26,7 +27,9 @@ def run_demo(args: list[str]) -> int:
         return 1
     scratch = Path(tempfile.mkdtemp(prefix="pydsh-demo-"))
     workspace = scratch / "demo"
-    shutil.copytree(HERE / "workspace", workspace)
+    workspace.mkdir()
+    for source in (HERE / "workspace").iterdir():
+        shutil.copyfile(source, workspace / source.name.removesuffix(".txt"))
     os.environ["PYDSH_DEMO_CASSETTE"] = str(HERE / "cassette.jsonl")
     os.environ.setdefault("DSH_HOME", str(scratch / "home"))
     print(f"pydsh demo: workspace {workspace}", file=sys.stderr)
