@@ -195,8 +195,17 @@ class SubagentService:
         return Session(read["session"], events, inherited_event_count=inherited_event_count(events))
 
     async def header_of(self, session_id: str) -> dict[str, Any] | None:
-        session = await self._session(session_id)
-        return session.header if session is not None else None
+        """A session's header: live, else the first line of its stored log (no full read)."""
+        live = self.sessions.get(session_id)
+        if live is not None:
+            return live.header
+        persistence = self.ctx.get("session_persistence")
+        if persistence is None:
+            return None
+        try:
+            return (await persistence.stat(session_id))["header"]  # type: ignore[no-any-return]
+        except Exception:
+            return None
 
     async def catalog_of(self, session_id: str) -> list[CatalogEntry]:
         session = await self._session(session_id)
