@@ -26,8 +26,8 @@ from pydsh.llm.types import LlmError
 if TYPE_CHECKING:
     import httpx
 
-PROJECT_URL = "https://github.com/pydsh/pydsh"
-USER_AGENT = f"pydsh/{__version__} (+{PROJECT_URL})"
+USER_AGENT = f"pydsh/{__version__}"
+"""Product token only: the project publishes no URL to put in the ``(+<project URL>)`` comment."""
 
 _QUOTA = [
     re.compile(p, re.IGNORECASE)
