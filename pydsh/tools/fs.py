@@ -148,9 +148,13 @@ def file_block(display: str, body: str) -> str:
     return f"<path>{display}</path>\n<type>file</type>\n<content>\n{body}\n</content>"
 
 
+LANG_ALIASES = {"pyi": "py", "pyw": "py", "mjs": "js", "cjs": "js", "mts": "ts", "cts": "ts"}
+"""Extensions that share a highlighting language with another (the golden log reads ``.pyi`` as ``py``)."""
+
+
 def lang_of(path: str) -> str | None:
     ext = os.path.splitext(path)[1][1:].lower()
-    return ext if ext.isalnum() else None
+    return LANG_ALIASES.get(ext, ext) if ext.isalnum() else None
 
 
 def stale(verb: str, display: str) -> FsError:
