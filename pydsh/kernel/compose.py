@@ -45,6 +45,8 @@ class Row:
     isolate: dict[str, Any] | None = None
     inject: list[str] = field(default_factory=list)
     children: list[Row] = field(default_factory=list)
+    source: str = ""
+    """The layer (bundle or file) that inserted the row, for error messages."""
 
     @property
     def is_group(self) -> bool:
@@ -106,7 +108,7 @@ def parse_row(raw: object, where: str, includes: IncludeResolver) -> list[Row]:
         raise fail(where, f'row "{row_id}" needs a string name')
     if name in INCLUDE_NAMES:
         return includes.expand(raw.get("config"), f'{where} (include row "{row_id}")')
-    row = Row(id=row_id, name=name, config=raw.get("config"))
+    row = Row(id=row_id, name=name, config=raw.get("config"), source=where)
     _set_fields(row, raw, where)
     if row.is_group:
         children = raw.get("config") or []
@@ -379,6 +381,7 @@ def resolve_rows(rows: list[Row]) -> list[Row]:
                 isolate=row.isolate,
                 inject=list(row.inject),
                 children=resolve_rows(row.children),
+                source=row.source,
             )
         )
     return out

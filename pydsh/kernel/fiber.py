@@ -74,6 +74,7 @@ class Fiber:
         self.error: BaseException | None = None
         self.children: list[Fiber] = []
         self.ctx: Context | None = None
+        self.source = ""
         self._effects: dict[int, Teardown] = {}
         self._next_key = 0
         if parent is not None:

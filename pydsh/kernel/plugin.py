@@ -183,6 +183,7 @@ class Loader:
     def add_row(self, parent_ctx: Context, row: Row) -> Fiber:
         """Create the fiber of one composition row (disabled rows are not loaded)."""
         fiber = Fiber(row.id, row.name, parent_ctx.fiber)
+        fiber.source = row.source
         if row.name in GROUP_ALIASES:
             self.add(parent_ctx, fiber, tuple(row.inject), lambda ctx: self._start_group(ctx, row))
             return fiber
@@ -227,7 +228,8 @@ class Loader:
         fiber.error = exc
         if fiber not in self.failures:
             self.failures.append(fiber)
-        log.error('plugin row "%s" (%s) failed: %s', fiber.row_id, fiber.plugin_name, _chain(exc))
+        origin = f" from {fiber.source}" if fiber.source else ""
+        log.error('plugin row "%s" (%s)%s failed: %s', fiber.row_id, fiber.plugin_name, origin, _chain(exc))
 
     # -- reacting to services -------------------------------------------------------------
 

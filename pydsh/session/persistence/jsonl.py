@@ -233,6 +233,8 @@ def parse_log(data: bytes, path: Path, *, compressed: bool = False) -> StoredLog
         offset, line = lines[index]
         try:
             events.append(decode_event(line, len(events)))
+        except SessionFormatUnsupportedError as exc:
+            raise SessionFormatUnsupportedError(f"{path}: line {index + 1}: {exc}") from None
         except SessionLogError as exc:
             later = _later_turn_end(lines, index + 1, compressed)
             if later is not None:
