@@ -1,0 +1,39 @@
+"""Test plugins loaded by patch rows (``name: tests.sdk.plugins:<function>``)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from pydsh.kernel.context import Context
+from pydsh.session.events import Event
+from pydsh.session.log import Session
+
+
+def printer(ctx: Context, config: None) -> None:
+    """Calls ``print("x")`` at every turn start: stray stdout output during a turn."""
+
+    def on_event(session: Session, event: Event) -> None:
+        if event["type"] == "turn/start":
+            print("x")
+
+    ctx.on("session/event", on_event)
+
+
+def disposer(ctx: Context, config: None) -> None:
+    """Disposes an agent whose prompt is ``[[dispose]]``: an agent ending outside the SDK server."""
+    tasks: set[asyncio.Task[Any]] = set()
+
+    def on_event(session: Session, event: Event) -> None:
+        data = event["data"]
+        if event["type"] == "user/message" and data["content"] == [{"type": "text", "text": "[[dispose]]"}]:
+            task = asyncio.get_running_loop().create_task(dispose(session.id))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    ctx.on("session/event", on_event)
+
+    async def dispose(session_id: str) -> None:
+        await ctx.require("agents").handle(session_id).dispose()
+        print(f"disposed {session_id}", file=sys.stderr, flush=True)
