@@ -622,6 +622,7 @@ class SdkServer:
             self._spawn(self._quiet_shutdown(lambda outcome: 0 if outcome.completed else 1))
 
     async def _quiet_shutdown(self, exit_code: Callable[[Teardown], int]) -> None:
+        await self._ready.wait()
         outcome = await self._begin_teardown()
         for message in outcome.errors:
             print(f"pydsh: sdk: teardown failed: {message}", file=sys.stderr)
@@ -655,10 +656,19 @@ class SdkServer:
             await asyncio.wait(list(self._opening.values()))
         for remove in self._listeners:
             remove()
+        errors: list[str] = []
+        subagents = self.ctx.get("subagents")
+        if subagents is not None and self._sessions:
+            self._pending.add("subagent drain")
+            try:
+                await subagents.drain(list(self._sessions))
+            except Exception as exc:
+                errors.append(error_message(exc))
+            self._pending.discard("subagent drain")
         results = await asyncio.gather(
             *(self._dispose(sid, entry) for sid, entry in self._sessions.items()), return_exceptions=True
         )
-        errors = [error_message(r) for r in results if isinstance(r, BaseException)]
+        errors += [error_message(r) for r in results if isinstance(r, BaseException)]
         if self._adapter_fiber is not None:
             self._pending.add("activated DeepSeek adapter")
             errors += [error_message(e) for e in await self.ctx.runtime.loader.dispose(self._adapter_fiber)]
