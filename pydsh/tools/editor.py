@@ -232,7 +232,7 @@ class Editor:
             self._write(exec, path, target, text, expected=None, verb="write")
         return f"New file created successfully at: {path}"
 
-    async def _existing(self, path: str, exec: ToolExec) -> tuple[str, str, Any]:
+    def _existing(self, path: str, exec: ToolExec) -> tuple[str, str, Any]:
         target = os.path.realpath(path)
         self.gate.fence(exec, target, self._mode(exec), hint=False)
         snap = load(target, path, "edit")
@@ -243,7 +243,7 @@ class Editor:
 
     async def str_replace(self, path: str, old: str, new: str, exec: ToolExec) -> str:
         async with path_lock(os.path.realpath(path)):
-            target, content, version = await self._existing(path, exec)
+            target, content, version = self._existing(path, exec)
             count = content.count(old)
             if count == 0:
                 raise ToolError(f"No replacement was performed, old_str `{old}` did not appear verbatim in {path}.")
@@ -258,7 +258,7 @@ class Editor:
 
     async def insert(self, path: str, line: int, text: str, exec: ToolExec) -> str:
         async with path_lock(os.path.realpath(path)):
-            target, content, version = await self._existing(path, exec)
+            target, content, version = self._existing(path, exec)
             lines = _LINE.findall(content)
             if not 0 <= line <= len(lines):
                 raise ToolError(

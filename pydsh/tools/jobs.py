@@ -183,6 +183,12 @@ class JobRegistry:
             self.kill(job, "shutdown")
         return stopped
 
+    def forget(self, owner: str) -> None:
+        """Stop and drop every job of a disposed owner."""
+        self.stop_all(owner)
+        for job in self.owned(owner):
+            del self._jobs[job.id]
+
     async def shutdown(self) -> None:
         """Stop every running job and give them the kill grace period to settle."""
         stopped = self.stop_all()
@@ -200,7 +206,7 @@ def apply(ctx: Context, config: None) -> None:
     """Provide ``jobs``; running jobs are stopped with their agent and when the registry unloads."""
     registry = JobRegistry()
     ctx.provide("jobs", registry)
-    ctx.on("agent/disposed", lambda payload: registry.stop_all(payload["agent"].id), global_=True)
+    ctx.on("agent/disposed", lambda payload: registry.forget(payload["agent"].id), global_=True)
     ctx.effect(lambda: registry.shutdown)
 
 
@@ -290,7 +296,7 @@ class JobTools:
             text += f"[stopped: {job.kill_reason}]\n"
         return text + job.status_line()
 
-    def list(self, args: dict[str, Any], exec: ToolExec) -> str:
+    def list_jobs(self, args: dict[str, Any], exec: ToolExec) -> str:
         jobs = self.ctx.require("jobs").owned(owner_of(exec))
         if not jobs:
             return "(no background jobs)"
@@ -321,7 +327,10 @@ def tools_plugin(ctx: Context, config: JobToolsConfig) -> None:
     tools.register(
         ctx,
         ToolDefinition(
-            "job_list", "Show your background jobs, running or finished, with id, kind and status.", JOB_LIST, body.list
+            "job_list",
+            "Show your background jobs, running or finished, with id, kind and status.",
+            JOB_LIST,
+            body.list_jobs,
         ),
     )
     tools.register(ctx, ToolDefinition("job_kill", "Ask a running background job to stop.", JOB_KILL, body.kill))

@@ -80,6 +80,7 @@ class ToolInvocation:
         self.registry = registry
         self.exec = exec
         self.definition: ToolDefinition | None = registry.lookup(exec.scope, exec.name)
+        self.arguments = exec.arguments
         self.outcome: ToolOutcome | None = None
 
     @property
@@ -144,7 +145,7 @@ class ToolInvocation:
         assert definition is not None
         if exec.signal.aborted:
             return failure("tool call aborted before dispatch", ABORTED_BEFORE_DISPATCH)
-        args = exec.arguments
+        args = self.arguments
         problems = validate(definition.parameters, args)
         if problems:
             return failure("invalid arguments: " + "; ".join(problems), INVALID_ARGS)
@@ -155,7 +156,7 @@ class ToolInvocation:
             timer = asyncio.get_running_loop().call_later(definition.timeout_ms / 1000, controller.abort, DEADLINE)
         try:
             async with controller.signal.scope():
-                value = definition.execute(args, replace(exec, signal=controller.signal))
+                value = definition.execute(args, replace(exec, arguments=args, signal=controller.signal))
                 if inspect.isawaitable(value):
                     value = await value
             if isinstance(value, ToolOutcome):

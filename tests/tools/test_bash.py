@@ -257,3 +257,23 @@ async def test_schema_shape_follows_the_composition(h: Harness, tmp_path: Path) 
         )
     finally:
         await bare.close()
+
+
+async def test_output_dropped_from_memory_names_the_full_output(h: Harness) -> None:
+    started = await h.text("bash", bash("seq 1 30000; echo tail-line", run_in_background=True))
+    job_id = started.removeprefix("started background job ")
+    out = await h.text("job_output", {"job_id": job_id, "wait": True})
+    first, rest = out.split("\n", 1)
+    full = first.removeprefix("[some output was dropped from memory; full output: ").removesuffix("]")
+    assert first != full
+    assert Path(full).read_text() == "".join(f"{i}\n" for i in range(1, 30001)) + "tail-line\n"
+    assert rest.endswith("29999\n30000\ntail-line\n[status: completed]")
+
+
+async def test_disposing_the_agent_stops_and_drops_its_jobs(h: Harness) -> None:
+    started = await h.text("bash", bash("sleep 30", run_in_background=True))
+    job = job_of(h, started.removeprefix("started background job "))
+    h.kernel.ctx.emit("agent/disposed", {"agent": h.agent})
+    await job.settled.wait()
+    assert job.status == "killed"
+    assert await h.text("job_list", {}) == "(no background jobs)"

@@ -257,3 +257,18 @@ async def test_config_disables_tools(tmp_path: Path) -> None:
         assert [s["name"] for s in world.tools.schemas(None)] == ["read"]
     finally:
         await world.close()
+
+
+async def test_modified_by_bash_after_the_read_is_stale(tmp_path: Path) -> None:
+    rows = [*FS, ("tool-bash", None), *POLICY[:2], ("permission", {"mode": "danger-full-access"})]
+    world = await harness(tmp_path, rows, startup=True)
+    try:
+        (tmp_path / "s.txt").write_text("one\n")
+        await world.call("read", {"file_path": "s.txt"})
+        await world.call("bash", {"description": "Append a line", "command": "echo two >> s.txt"})
+        write = await world.call("write", {"file_path": "s.txt", "content": "mine"})
+        edit = await world.call("edit", {"file_path": "s.txt", "old_string": "one", "new_string": "1"})
+        assert error_of(write)[1] == error_of(edit)[1] == "FS_STALE_VERSION"
+        assert (tmp_path / "s.txt").read_text() == "one\ntwo\n"
+    finally:
+        await world.close()

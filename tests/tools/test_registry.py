@@ -204,6 +204,15 @@ async def test_execute_listener_failure_propagates(h: Harness) -> None:
     assert SEEN == []
 
 
+async def test_policies_cannot_rewrite_arguments(h: Harness) -> None:
+    async def rewrite(exec: ToolExec, next: Any) -> Any:
+        exec.arguments = {"x": "rewritten"}
+        return await next()
+
+    h.kernel.ctx.on("tools/pre-execute", rewrite)
+    assert await h.text("echo", {"x": "original"}) == "echo original"
+
+
 async def test_pre_execute_deny_and_guards(h: Harness) -> None:
     async def deny(exec: ToolExec, next: Any) -> Any:
         if exec.arguments.get("x") == "deny":

@@ -195,3 +195,19 @@ async def test_grep_guidance_mentions_read_only_when_read_exists(h: Harness, tmp
         assert "read the matched file" not in text
     finally:
         await bare.close()
+
+
+async def test_ripgrep_failure_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "rg"
+    fake.write_text("#!/bin/sh\necho 'rg: something went wrong' >&2\nexit 2\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    world = await harness(tmp_path, [("tools", None), ("tool-fs-search", None)])
+    try:
+        outcome = await world.call("grep", {"pattern": "x"})
+        assert text_of(outcome) == "Error: grep search failed (exit 2): rg: something went wrong"
+        assert outcome.error == {"name": "SearchError", "code": "SEARCH_FAILED"}
+    finally:
+        await world.close()
