@@ -795,3 +795,17 @@ def test_help_too_many_arguments_and_invalid_env() -> None:
 def test_missing_patch_is_a_composition_error(tmp_path: Path) -> None:
     missing = run_cli(sys.executable, "-m", "pydsh.sdk", "--patch", str(tmp_path / "nope.yml"))
     assert (missing.returncode, missing.stdout) == (2, "")
+
+
+def test_initialize_activates_the_builtin_deepseek_adapter(
+    raw: Callable[..., Raw], mock: Callable[..., ThreadedMock], tmp_path: Path
+) -> None:
+    patch = write_patch(tmp_path / "off.yml", [{"id": "llm-deepseek", "disabled": True}])
+    model = mock([TEXT])
+    peer = raw(model.base_url, ("--patch", str(patch)))
+    assert "serverInfo" in peer.initialize()["result"]
+    peer.request("p", "session/prompt", {"sessionId": "t1", "contentBlocks": [{"type": "text", "text": "hi"}]})
+    peer.wait_for(lambda frames: any(is_status("t1", "idle")(f) for f in frames))
+    assert any(is_event("t1", "assistant/message")(f) for f in peer.frames())
+    assert peer.request("bye", "shutdown")["result"] == {}
+    assert peer.wait() == 0
