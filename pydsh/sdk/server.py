@@ -116,26 +116,26 @@ class FrameWriter:
     """The single writer of fd 1: one write per frame, in call order; sealed after the last frame."""
 
     def __init__(self, fd: int, on_lost: Callable[[], None]) -> None:
-        self.fd = fd
+        self._file = os.fdopen(fd, "wb", buffering=0)
         self._on_lost = on_lost
         self._transport: asyncio.WriteTransport | None = None
         self._protocol: _PipeProtocol | None = None
         self.sealed = False
         self.broken = False
+        self._closed = False
 
     async def open(self) -> None:
-        """Drive a pipe or socket through the event loop; regular files take blocking writes."""
+        """Drive a pipe or socket through the event loop; a regular file takes blocking writes."""
         loop = asyncio.get_running_loop()
-        pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
         try:
-            transport, protocol = await loop.connect_write_pipe(lambda: _PipeProtocol(self._lost), pipe)
+            transport, protocol = await loop.connect_write_pipe(lambda: _PipeProtocol(self._lost), self._file)
         except ValueError:
             return
         transport.set_write_buffer_limits(high=0)
         self._transport, self._protocol = transport, protocol
 
     def _lost(self) -> None:
-        if not self.broken:
+        if not (self.broken or self._closed):
             self.broken = True
             self._on_lost()
 
@@ -151,7 +151,7 @@ class FrameWriter:
         view = memoryview(data)
         try:
             while view:
-                view = view[os.write(self.fd, view) :]
+                view = view[self._file.write(view) or 0 :]
         except OSError:
             self._lost()
 
@@ -170,9 +170,12 @@ class FrameWriter:
             await self._protocol.drained.wait()
 
     def close(self) -> None:
+        """Release the frame descriptor (the pipe transport closes it once its buffer is written)."""
+        self._closed = True
         if self._transport is not None:
             self._transport.close()
-        os.close(self.fd)
+        else:
+            self._file.close()
 
 
 class StdioChannel:
@@ -181,9 +184,9 @@ class StdioChannel:
     def __init__(self, on_output_lost: Callable[[], None]) -> None:
         self.inbound: asyncio.Queue[bytes] = asyncio.Queue()
         self._saved_stdout = sys.stdout
-        sys.stdout.flush()
         frame_fd = os.dup(1)
         os.dup2(2, 1)
+        sys.stdout.flush()
         sys.stdout = sys.stderr
         self.writer = FrameWriter(frame_fd, on_output_lost)
         loop = asyncio.get_running_loop()
@@ -441,8 +444,10 @@ class SdkServer:
             raise WireError("SDK server is shutting down")
 
     def _live_agent(self, session_id: str, entry: OpenSession) -> Agent:
+        """The entry's live agent; one the server's own teardown disposed reads as "shutting down"."""
         agent = entry.agent
         if self.agents.get(session_id) is not agent:
+            self._accepting()
             raise WireError(f"session agent was disposed outside the server: {session_id}")
         return agent
 
@@ -494,7 +499,6 @@ class SdkServer:
         message = user_message(params.contentBlocks, {"kind": "user"})
         async with self._admission_lock(session_id):
             entry = await self._open(session_id)
-            self._accepting()
             self._live_agent(session_id, entry).followup(message)
         return {"messageId": message["id"]}
 
@@ -549,7 +553,6 @@ class SdkServer:
         self._accepting()
         async with self._admission_lock(session_id):
             entry = await self._open(session_id)
-            self._accepting()
             return self._live_agent(session_id, entry)
 
     # -- opening sessions ---------------------------------------------------------------------
