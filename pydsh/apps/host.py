@@ -38,16 +38,31 @@ async def boot(rows: list[Row], profile: str | None = None) -> Kernel:
     return kernel
 
 
+def strict_config_errors(kernel: Kernel) -> list[str]:
+    """Invalid config of rows from shipped bundles or the user's patches: composition errors."""
+    from pydsh.kernel.profiles import PLUGIN_BUNDLE
+
+    return [
+        str(f.error)
+        for f in kernel.loader.failures
+        if getattr(f.error, "code", None) == "CONFIG_INVALID" and not f.source.startswith(PLUGIN_BUNDLE)
+    ]
+
+
 async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
     kernel = await boot(rows, profile)
     try:
+        errors = strict_config_errors(kernel)
+        if errors:
+            for error in errors:
+                print(f"pydsh: {error}", file=sys.stderr)
+            return 2
         app: App | None = kernel.ctx.get("app")
         if app is None:
             failures = kernel.loader.failures
             failed = ", ".join(f.row_id for f in failures) or "none"
             print(f'pydsh: profile "{profile}" provides no app service (failed rows: {failed})', file=sys.stderr)
-            config_errors = [f for f in failures if getattr(f.error, "code", None) == "CONFIG_INVALID"]
-            return 2 if config_errors else 1
+            return 1
         return await app.run(args)
     finally:
         await kernel.dispose()

@@ -16,6 +16,8 @@ from pydsh.kernel.compose import SHIPPED, Composition, dsh_home, fail, load_yaml
 from pydsh.kernel.errors import KernelError
 
 TEMPLATES = SHIPPED / "templates"
+PLUGIN_BUNDLE = "plugin bundle"
+"""Layer label of a third-party distribution's bundle: its rows fail alone (spec 01 §15.3)."""
 
 
 class ProfileError(Exception):
@@ -126,7 +128,7 @@ def compose_profile(name: str, patches: list[str], extra_bundles: tuple[str, ...
             continue
         before = copy.deepcopy(comp.rows)
         try:
-            comp.apply_patch(found, f"bundle {bundle}")
+            comp.apply_patch(found, f"{PLUGIN_BUNDLE} {bundle}")
         except KernelError as exc:
             comp.rows = before
             comp.warnings.append(f'bundle "{bundle}" skipped: {exc}')

@@ -21,6 +21,11 @@ FAST_RETRY = {"mode": "normal", "backoff": {"initialDelayMs": 1, "maxDelayMs": 1
 READ = {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]}
 
 
+def read_line(n: int) -> dict[str, Any]:
+    """A distinct read per step (identical calls would earn repeat-call reminders)."""
+    return {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt", "offset": 1, "limit": n}}]}
+
+
 class Live:
     """A host whose model route is one of the real HTTP adapters, pointed at a mock server."""
 
@@ -99,7 +104,7 @@ LATER_STEP = ["step/start", "assistant/message", "tool/call", "tool/result", "st
 
 @pytest.mark.parametrize("adapter", ["deepseek", "openai"])
 async def test_ten_step_tool_task_follows_the_golden_order(live: Any, adapter: str) -> None:
-    async with MockModelServer(sequence=[READ] * 9 + [{"text": "all read"}]) as server:
+    async with MockModelServer(sequence=[read_line(n) for n in range(1, 10)] + [{"text": "all read"}]) as server:
         host = await live(server, adapter=adapter)
         events = await host.prompt("read a.txt ten times")
     expected = STEP_ONE + LATER_STEP * 8 + ["step/start", "assistant/message", "step/end", "turn/end"]

@@ -62,12 +62,11 @@ def test_malformed_patch_names_the_file_and_exits_2(tmp_path: Path) -> None:
     assert result.stdout == ""
 
 
-def test_unknown_plugin_and_invalid_config_fail_their_rows_only(tmp_path: Path) -> None:
+def test_unknown_plugin_fails_its_row_only(tmp_path: Path) -> None:
     patch = tmp_path / "extra.yml"
     patch.write_text(
         "- insert:\n"
         "    - {id: ghost, name: no-such-plugin}\n"
-        "- {id: session-title, config: {fallbackMaxWords: many}}\n"
         "- {id: llm-deepseek, disabled: true}\n"
         "- insert: [{id: llm-replay, name: llm-replay, config: {scripts: [{text: fine}]}}]\n"
     )
@@ -75,7 +74,29 @@ def test_unknown_plugin_and_invalid_config_fail_their_rows_only(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "fine\n"
     assert f'plugin row "ghost" (no-such-plugin) from {patch} failed: KernelError: PLUGIN_NOT_FOUND' in result.stderr
+
+
+def test_invalid_config_in_a_strict_layer_stops_start_up(tmp_path: Path) -> None:
+    patch = tmp_path / "bad-config.yml"
+    patch.write_text("- {id: session-title, config: {fallbackMaxWords: many}}\n")
+    result = pydsh("--profile", "headless", "--patch", str(patch), "hello", cwd=tmp_path)
+    assert result.returncode == 2
     assert 'row "session-title" (session-title): fallbackMaxWords' in result.stderr
+    assert result.stdout == ""
+
+
+def test_invalid_permission_mode_names_the_variable(tmp_path: Path) -> None:
+    env_patch = {"DSH_PERMISSION_MODE": "yolo"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pydsh", "headless", "hello"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env_patch},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "DSH_PERMISSION_MODE" in result.stderr
 
 
 async def test_unknown_event_type_and_truncated_header_name_the_file(tmp_path: Path) -> None:
