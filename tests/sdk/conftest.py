@@ -219,7 +219,8 @@ class Raw:
         self._cond = threading.Condition()
         self._eof = False
         threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_err, daemon=True)
+        self._stderr_reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -291,6 +292,7 @@ class Raw:
         code = self.proc.wait(SAFETY_S)
         with self._cond:
             self._cond.wait_for(lambda: self._eof, SAFETY_S)
+        self._stderr_reader.join(SAFETY_S)
         return code
 
     def stop(self) -> None:

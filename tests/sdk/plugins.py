@@ -9,6 +9,7 @@ from typing import Any
 from pydsh.kernel.context import Context
 from pydsh.session.events import Event
 from pydsh.session.log import Session
+from pydsh.tools.registry import ToolDefinition, ToolExec
 
 
 def printer(ctx: Context, config: None) -> None:
@@ -32,8 +33,26 @@ def disposer(ctx: Context, config: None) -> None:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
-    ctx.on("session/event", on_event)
-
     async def dispose(session_id: str) -> None:
         await ctx.require("agents").handle(session_id).dispose()
         print(f"disposed {session_id}", file=sys.stderr, flush=True)
+
+    ctx.on("session/event", on_event)
+
+
+def stubborn_tool(ctx: Context, config: None) -> None:
+    """Registers ``stubborn``, a tool that ignores cancellation: a teardown that cannot finish."""
+
+    async def stubborn(args: Any, exec: ToolExec) -> str:
+        print("stubborn: started", file=sys.stderr, flush=True)
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                continue
+
+    schema = {"type": "object", "properties": {}}
+    ctx.require("tools").register(ctx, ToolDefinition("stubborn", "Never returns.", schema, stubborn))
+
+
+stubborn_tool.inject = ("tools",)  # type: ignore[attr-defined]

@@ -809,3 +809,17 @@ def test_initialize_activates_the_builtin_deepseek_adapter(
     assert any(is_event("t1", "assistant/message")(f) for f in peer.frames())
     assert peer.request("bye", "shutdown")["result"] == {}
     assert peer.wait() == 0
+
+
+def test_signal_teardown_is_bounded(raw: Callable[..., Raw], mock: Callable[..., ThreadedMock], tmp_path: Path) -> None:
+    patch = write_patch(
+        tmp_path / "s.yml", [{"insert": [{"id": "stubborn", "name": "tests.sdk.plugins:stubborn_tool"}]}]
+    )
+    model = mock([{"tool_calls": [{"name": "stubborn", "arguments": {}}]}])
+    peer = raw(model.base_url, ("--patch", str(patch)))
+    peer.initialize()
+    peer.request("p", "session/prompt", {"sessionId": "t1", "contentBlocks": [{"type": "text", "text": "go"}]})
+    until(lambda: b"stubborn: started\n" in peer.stderr)
+    peer.proc.send_signal(signal.SIGTERM)
+    assert peer.wait() == 1
+    assert any(b"teardown exceeded 5 s; unfinished: session t1" in line for line in peer.stderr)
