@@ -798,6 +798,15 @@ def _is_idle(note: Notification, session_id: str) -> bool:
 # -- the blocking facade -----------------------------------------------------------------------
 
 
+def _refuse_running_loop() -> None:
+    """Blocking calls from inside an event loop would deadlock it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError("the blocking Harness cannot be used inside a running event loop; use AsyncHarness")
+
+
 class _LoopThread:
     """A private event loop on one daemon thread; blocking calls hop onto it."""
 
@@ -808,11 +817,11 @@ class _LoopThread:
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         try:
-            asyncio.get_running_loop()
+            _refuse_running_loop()
         except RuntimeError:
-            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-        coro.close()
-        raise RuntimeError("the blocking Harness cannot be used inside a running event loop; use AsyncHarness")
+            coro.close()
+            raise
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def stop(self) -> None:
         if self.loop.is_running():
@@ -853,7 +862,13 @@ class Harness:
         self.close()
 
     def start(self) -> None:
-        self._thread.call(self._async.start())
+        """Spawn and ``initialize``; a failed start also stops the loop thread."""
+        _refuse_running_loop()
+        try:
+            self._thread.call(self._async.start())
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Close the runtime, then stop the loop thread. Idempotent."""
