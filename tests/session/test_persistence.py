@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -279,3 +280,20 @@ async def test_discard_writes_nothing_and_removes_a_log_it_created(tmp_path: Pat
     await flushed.flush()
     await flushed.discard()
     assert not store.exists("gone2")
+
+
+async def test_cancelled_flush_never_writes_a_batch_twice(tmp_path: Path) -> None:
+    store = JsonlPersistence(tmp_path)
+    handle = await store.create(make_header("c", 1))
+    await handle.flush()
+    for round_ in range(20):
+        handle.append(turn(len(await handle.read()) + len(handle._buffer), round_ + 1))
+        flush = asyncio.get_running_loop().create_task(handle.flush())
+        for _ in range(round_ % 4):
+            await asyncio.sleep(0)
+        flush.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await flush
+    await handle.close()
+    events = await JsonlPersistence(tmp_path).open("c", "read")
+    assert [e["seq"] for e in await events.read()] == list(range(40))

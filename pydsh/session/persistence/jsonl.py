@@ -289,7 +289,7 @@ class JsonlHandle:
         self.count = len(self._events)
         self._buffer: list[Event] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._drain_lock = asyncio.Lock()
+        self._writer: asyncio.Task[None] | None = None
         self._paused = False
         self._lock_fd: int | None = None
         self._fd: int | None = None
@@ -343,9 +343,15 @@ class JsonlHandle:
         await self._drain()
 
     async def _drain(self) -> None:
-        async with self._drain_lock:
-            if not self._buffer:
-                return
+        """Write everything buffered; the write runs in its own task so a cancelled caller cannot
+        leave a batch both written and still buffered (which would write it twice)."""
+        task = self._writer
+        if task is None or task.done():
+            task = self._writer = asyncio.get_running_loop().create_task(self._write_buffer())
+        await asyncio.shield(task)
+
+    async def _write_buffer(self) -> None:
+        while self._buffer:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
@@ -354,8 +360,6 @@ class JsonlHandle:
             await asyncio.to_thread(self._write, payload)
             del self._buffer[: len(batch)]
             self._events.extend(batch)
-            if self._buffer and not self._paused:
-                self._arm()
 
     # -- blocking work (worker thread) --------------------------------------------------------
 
