@@ -591,7 +591,7 @@ class DeepSeekAdapter:
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = http.make_client(self.config.connectTimeoutMs, self.config.streamIdleTimeoutMs)
+            self._client = http.make_client(self.config.connectTimeoutMs, self.config.streamIdleTimeoutMs, [self.url])
         return self._client
 
     async def stream(self, options: dict[str, Any]) -> AsyncIterator[StreamChunk]:

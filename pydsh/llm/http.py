@@ -12,7 +12,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,12 +139,18 @@ def harness_headers(options: Mapping[str, Any], user_id: str | None) -> dict[str
     return headers
 
 
-def make_client(connect_ms: float, idle_ms: float) -> httpx.AsyncClient:
-    """One pooled HTTP/1.1 client: no redirects, proxies from the environment, idle read timeout."""
+def make_client(connect_ms: float, idle_ms: float, urls: Iterable[str]) -> httpx.AsyncClient:
+    """One pooled HTTP/1.1 client: no redirects, proxies from the environment, idle read timeout.
+
+    When every URL it will reach is plain ``http://`` and no proxy is configured, no TLS can
+    happen, so the CA bundle is not loaded (about 90 ms off the first call to a local server).
+    """
     import httpx
 
     timeout = httpx.Timeout(connect=connect_ms / 1000, read=idle_ms / 1000, write=30.0, pool=30.0)
-    return httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True)
+    proxied = any(name.lower().endswith("_proxy") for name in os.environ)
+    plain = not proxied and all(url.startswith("http://") for url in urls)
+    return httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True, verify=not plain)
 
 
 def encode_body(body: dict[str, Any]) -> bytes:

@@ -395,7 +395,8 @@ class OpenAICompatAdapter:
         body = self.build_body(options, config)
         headers = self.headers(options, config)
         if self._client is None:
-            self._client = http.make_client(config.connectTimeoutMs, config.streamIdleTimeoutMs)
+            urls = [p.baseURL for p in self.providers.values()]
+            self._client = http.make_client(config.connectTimeoutMs, config.streamIdleTimeoutMs, urls)
         timeout = httpx.Timeout(
             connect=config.connectTimeoutMs / 1000, read=config.streamIdleTimeoutMs / 1000, write=30.0, pool=30.0
         )
