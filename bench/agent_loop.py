@@ -71,7 +71,16 @@ def report(label: str, values: list[float], note: str = "") -> None:
     print(f"{label}: median {statistics.median(ms):.1f} ms, min {ms[0]:.1f} ms, max {ms[-1]:.1f} ms {note}".rstrip())
 
 
+def installed_like() -> None:
+    """Measure an installed package: compiled bytecode present and used (as after ``pip install``)."""
+    import compileall
+
+    compileall.compile_dir(str(REPO / "pydsh"), quiet=1)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
 async def main() -> None:
+    installed_like()
     os.environ.setdefault("DSH_HOME", tempfile.mkdtemp(prefix="pydsh-bench-home-"))
     loop_times = await in_process(7)
     report("10-step read task, harness time (instant scripted model, fsync checkpoints)", loop_times, "(target < 150 ms)")
