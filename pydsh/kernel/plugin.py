@@ -83,10 +83,8 @@ def resolve_plugin(name: str) -> PluginInfo:
         raise KernelError("PLUGIN_NOT_FOUND", name)
     try:
         target = _import_target(ref)
-    except ImportError as exc:
-        raise KernelError("PLUGIN_NOT_FOUND", f"{name} ({exc})") from exc
-    except AttributeError as exc:
-        raise KernelError("PLUGIN_NOT_FOUND", f"{name} ({exc})") from exc
+    except Exception as exc:
+        raise KernelError("PLUGIN_NOT_FOUND", f"{name} ({type(exc).__name__}: {exc})") from exc
     if isinstance(target, types.ModuleType) and not hasattr(target, "apply"):
         raise KernelError("PLUGIN_NOT_FOUND", f"{name}: module {target.__name__} has no apply()")
     declared = getattr(target, "name", None)

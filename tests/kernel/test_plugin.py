@@ -167,3 +167,24 @@ async def test_unload_unwinds_children_in_reverse_creation_order() -> None:
     LOG.clear()
     await k.dispose()
     assert LOG == ["consumer:down", "provider:down"]
+
+
+async def test_plugin_module_raising_on_import_fails_only_its_row() -> None:
+    k = Kernel()
+    await k.load([Row(id="broken", name="tests.kernel.broken_plugin"), row("provider", "provider")])
+    broken = next(f for f in k.fiber.children if f.row_id == "broken")
+    assert broken.state == FAILED
+    assert isinstance(broken.error, KernelError) and broken.error.code == "PLUGIN_NOT_FOUND"
+    assert "RuntimeError: this plugin cannot be imported" in str(broken.error)
+    assert k.ctx.get("echo") == "hi"
+
+
+async def test_isolate_labels_share_a_realm_and_unlabelled_ones_do_not() -> None:
+    k = Kernel()
+    a = k.ctx.isolate("svc", "shared")
+    b = k.ctx.isolate("svc", "shared")
+    c = k.ctx.isolate("svc")
+    a.provide("svc", 1)
+    assert b.get("svc") == 1
+    assert c.get("svc") is None
+    assert k.ctx.get("svc") is None
