@@ -25,6 +25,7 @@ from pydsh.agent.registry import AgentRegistry, CreateAgentOptions, Setup
 from pydsh.agent.request import RequestBuilder
 from pydsh.agent.runtime_context import is_runtime_context, project_snapshot, project_system_prompt
 from pydsh.agent.tool_calls import ToolCallScheduler
+from pydsh.kernel import services
 from pydsh.kernel.cancel import AbortController, AbortSignal
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
@@ -461,11 +462,11 @@ class AgentLoop:
 
     @property
     def agents(self) -> AgentRegistry:
-        return self.ctx.require("agents")  # type: ignore[no-any-return]
+        return services.agents(self.ctx)
 
     @property
     def sessions(self) -> SessionStore:
-        return self.ctx.require("sessions")  # type: ignore[no-any-return]
+        return services.sessions(self.ctx)
 
     @property
     def system_prompt(self) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydsh.agent.prompt import CONTEXT_ORDER
+from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.subagents.names import ROOT, SubagentError, is_segment
 from pydsh.subagents.service import SubagentService
@@ -75,7 +76,7 @@ class Messaging:
 
     @property
     def service(self) -> SubagentService:
-        return self.ctx.require("subagents")  # type: ignore[no-any-return]
+        return services.subagents(self.ctx)
 
     async def send_message(self, args: dict[str, Any], exec: ToolExec) -> ToolOutcome:
         caller = _caller(exec, "send_message")

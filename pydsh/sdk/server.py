@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from pydsh import __version__
 from pydsh.agent.agent import Agent, AgentOptions, user_message
 from pydsh.agent.registry import AgentHandle, AgentRegistry, CreateAgentOptions
+from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import Disposer, Fiber
@@ -297,11 +298,11 @@ class SdkServer:
 
     @property
     def agents(self) -> AgentRegistry:
-        return self.ctx.require("agents")  # type: ignore[no-any-return]
+        return services.agents(self.ctx)
 
     @property
     def sessions(self) -> SessionStore:
-        return self.ctx.require("sessions")  # type: ignore[no-any-return]
+        return services.sessions(self.ctx)
 
     # -- app ----------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionPersistenceNotFoundError
 from pydsh.session.events import Event, inherited_event_count
@@ -24,7 +25,7 @@ class SessionQuery:
 
     @property
     def _sessions(self) -> SessionStore:
-        return self.ctx.require("sessions")  # type: ignore[no-any-return]
+        return services.sessions(self.ctx)
 
     async def list_sessions(self) -> list[dict[str, Any]]:
         """``[{header, live, persisted?}]`` newest first; persisted logs contribute headers only."""

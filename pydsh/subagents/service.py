@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pydsh.agent.agent import AgentOptions, user_message
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
+from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.session.events import Event, build_event
@@ -170,11 +171,11 @@ class SubagentService:
 
     @property
     def agents(self) -> AgentRegistry:
-        return self.ctx.require("agents")  # type: ignore[no-any-return]
+        return services.agents(self.ctx)
 
     @property
     def sessions(self) -> SessionStore:
-        return self.ctx.require("sessions")  # type: ignore[no-any-return]
+        return services.sessions(self.ctx)
 
     # -- reading sessions (live first, persisted through session_query) -------------------------
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pydsh.agent.prompt import CONTEXT_ORDER, SECTION_ORDER
+from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.subagents.service import StartRequest, SubagentService, agent_depth
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
@@ -114,7 +115,7 @@ def parameters(provider: str) -> dict[str, Any]:
 
 
 def _service(ctx: Context) -> SubagentService:
-    return ctx.require("subagents")  # type: ignore[no-any-return]
+    return services.subagents(ctx)
 
 
 def effective_max_depth(config: Config, service: SubagentService) -> int:
