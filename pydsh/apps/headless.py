@@ -58,12 +58,18 @@ def parse_args(args: list[str]) -> argparse.Namespace:
 
 
 class Trace:
-    """A readable account of the run on stderr: assistant text, tool calls and results, retries."""
+    """A readable account of the run on stderr: assistant text, tool calls and results, retries.
 
-    def __init__(self, out: TextIO) -> None:
+    Lines of other sessions (subagents) carry a ``[<session id prefix>]`` tag.
+    """
+
+    def __init__(self, out: TextIO, root_id: str) -> None:
         self.out = out
+        self.root_id = root_id
+        self._tag = ""
 
     def event(self, session: Session, event: Event) -> None:
+        self._tag = "" if session.id == self.root_id else f"[{session.id[:8]}] "
         etype = event["type"]
         data = event["data"]
         line = None
@@ -88,7 +94,7 @@ class Trace:
             self._write(line)
 
     def _write(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(self._tag + text, file=self.out, flush=True)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -156,7 +162,7 @@ class HeadlessApp:
             print(exc, file=sys.stderr)
             return 2
         agent = handle.agent
-        trace = Trace(sys.stderr)
+        trace = Trace(sys.stderr, agent.id)
         self.ctx.on("session/event", trace.event, global_=False)
         interrupted = asyncio.Event()
         loop = asyncio.get_running_loop()
