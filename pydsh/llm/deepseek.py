@@ -604,10 +604,7 @@ class DeepSeekAdapter:
         request = client.build_request(
             "POST", self.url, content=http.encode_body(body), headers=self.headers(options, key, tool_changes)
         )
-        response = await http.send(client, request, signal, PREFIX)
-        rid = http.request_id(response.headers)
-        try:
-            await _check_status(response, signal)
+        async with http.opened(client, request, signal, PREFIX, http.messages_error) as response:
             translator = MessagesTranslator(options["model"])
             async for name, data in sse_events(response, signal, PREFIX):
                 for chunk in translator.feed(typed_event(name, data, PREFIX)):
@@ -615,12 +612,6 @@ class DeepSeekAdapter:
                 if translator.done:
                     return
             raise LlmError(f"{PREFIX} stream ended before message_stop", "STREAM_CLOSED")
-        except LlmError as exc:
-            if exc.request_id is None:
-                exc.request_id = rid
-            raise
-        finally:
-            await response.aclose()
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -634,17 +625,6 @@ def _wire_tool(tool: dict[str, Any]) -> dict[str, Any]:
     if tool.get("deferLoading"):
         out["defer_loading"] = True
     return out
-
-
-async def _check_status(response: httpx.Response, signal: AbortSignal) -> None:
-    status = response.status_code
-    if 300 <= status < 400:
-        raise LlmError(f"{PREFIX} refused a redirect", "TRANSPORT", status=status)
-    if not 200 <= status < 300:
-        text = await http.read_text(response, signal, PREFIX)
-        raise http.messages_error(status, http.error_fields(text), response.headers)
-    if http.has_no_body(response):
-        raise LlmError(f"{PREFIX} returned no response body", "EMPTY_RESPONSE")
 
 
 name = "llm-deepseek"

@@ -12,7 +12,8 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,6 +185,34 @@ async def send(client: httpx.AsyncClient, request: httpx.Request, signal: AbortS
         raise LlmError(f"{prefix} request aborted", "ABORTED") from None
     except httpx.HTTPError as exc:
         raise transport_error(exc, prefix) from exc
+
+
+Classifier = Callable[[int | None, tuple[str | None, str | None, str | None], Mapping[str, str] | None], LlmError]
+
+
+@asynccontextmanager
+async def opened(
+    client: httpx.AsyncClient, request: httpx.Request, signal: AbortSignal, prefix: str, classify: Classifier
+) -> AsyncIterator[httpx.Response]:
+    """Send ``request`` and yield its checked streaming response: redirects are refused, non-2xx
+    answers classified, empty bodies reported; failures carry the request id; always closed."""
+    response = await send(client, request, signal, prefix)
+    rid = request_id(response.headers)
+    try:
+        status = response.status_code
+        if 300 <= status < 400:
+            raise LlmError(f"{prefix} refused a redirect", "TRANSPORT", status=status)
+        if not 200 <= status < 300:
+            raise classify(status, error_fields(await read_text(response, signal, prefix)), response.headers)
+        if has_no_body(response):
+            raise LlmError(f"{prefix} returned no response body", "EMPTY_RESPONSE")
+        yield response
+    except LlmError as exc:
+        if exc.request_id is None:
+            exc.request_id = rid
+        raise
+    finally:
+        await response.aclose()
 
 
 async def read_text(response: httpx.Response, signal: AbortSignal, prefix: str) -> str:

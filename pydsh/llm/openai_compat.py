@@ -404,10 +404,7 @@ class OpenAICompatAdapter:
         request = self._client.build_request(
             "POST", url, content=http.encode_body(body), headers=headers, timeout=timeout
         )
-        response = await http.send(self._client, request, signal, PREFIX)
-        rid = http.request_id(response.headers)
-        try:
-            await _check_status(response, signal)
+        async with http.opened(self._client, request, signal, PREFIX, http.chat_error) as response:
             translator = ChatTranslator()
             async for _name, data in sse_events(response, signal, PREFIX):
                 for chunk in translator.feed(data):
@@ -415,29 +412,12 @@ class OpenAICompatAdapter:
                 if translator.done:
                     return
             raise LlmError("SSE stream ended without [DONE]", "STREAM_CLOSED")
-        except LlmError as exc:
-            if exc.request_id is None:
-                exc.request_id = rid
-            raise
-        finally:
-            await response.aclose()
 
     async def aclose(self) -> None:
         """Close the connection pool."""
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
-
-
-async def _check_status(response: httpx.Response, signal: AbortSignal) -> None:
-    status = response.status_code
-    if 300 <= status < 400:
-        raise LlmError(f"{PREFIX} refused a redirect", "TRANSPORT", status=status)
-    if not 200 <= status < 300:
-        text = await http.read_text(response, signal, PREFIX)
-        raise http.chat_error(status, http.error_fields(text), response.headers)
-    if http.has_no_body(response):
-        raise LlmError(f"{PREFIX} returned no response body", "EMPTY_RESPONSE")
 
 
 name = "llm-openai-compat"
