@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from pydsh.agent.cwd import quote
 from pydsh.kernel.compose import dsh_home
 from pydsh.kernel.context import Context
-from pydsh.tools.files import current_dir, resolve
+from pydsh.tools.files import current_dir, escalated_mode, resolve
 from pydsh.tools.jobs import Job, JobRegistry
 from pydsh.tools.process import Run
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
@@ -166,20 +166,9 @@ class BashTool:
             raise ToolError(f"invalid timeoutMs: expected a positive number, got {compact_json(timeout)}")
         return float(min(timeout, self.config.maxTimeoutMs))
 
-    async def _mode(self, exec: ToolExec, args: dict[str, Any]) -> str | None:
-        sandbox = self.ctx.get("sandbox")
-        if sandbox is None:
-            if args.get("sandbox_permissions") is not None:
-                raise ToolError(
-                    "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)"
-                )
-            return None
-        mode: str = await sandbox.escalate(exec, args, "command")
-        return mode
-
     async def __call__(self, args: dict[str, Any], exec: ToolExec) -> str:
         timeout_ms = self._validate(args)
-        mode = await self._mode(exec, args)
+        mode = await escalated_mode(self.ctx, exec, args, "command")
         jobs: JobRegistry | None = self.ctx.get("jobs")
         background = args.get("run_in_background") is True
         if background and jobs is None:

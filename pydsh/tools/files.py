@@ -60,6 +60,21 @@ def session_dir(exec: ToolExec) -> str:
     return str(cwd or os.getcwd())
 
 
+async def escalated_mode(ctx: Context, exec: ToolExec, args: dict[str, Any], action: str) -> str | None:
+    """The sandbox mode a bash ``command`` or file ``operation`` runs under after any escalation
+    (spec 05 §5.6); ``None`` when no sandbox is composed, where escalation fields are refused."""
+    sandbox = ctx.get("sandbox")
+    if sandbox is None:
+        if args.get("sandbox_permissions") is not None:
+            target = "executor" if action == "command" else "filesystem"
+            raise ToolError(
+                f"sandbox_permissions is not available in this composition (no sandboxing {target} to escalate)"
+            )
+        return None
+    mode: str = await sandbox.escalate(exec, args, action)
+    return mode
+
+
 def current_dir(ctx: Context, exec: ToolExec) -> str:
     """The call's current working directory (the ``working_directory`` state when composed)."""
     service = ctx.get("working_directory")
@@ -177,15 +192,7 @@ class Gate:
 
     async def mode(self, exec: ToolExec, args: dict[str, Any]) -> str | None:
         """The sandbox mode of this call after escalation, or ``None`` when no sandbox is composed."""
-        sandbox = self.ctx.get("sandbox")
-        if sandbox is None:
-            if args.get("sandbox_permissions") is not None:
-                raise ToolError(
-                    "sandbox_permissions is not available in this composition (no sandboxing filesystem to escalate)"
-                )
-            return None
-        mode: str = await sandbox.escalate(exec, args, "operation")
-        return mode
+        return await escalated_mode(self.ctx, exec, args, "operation")
 
     def fence(self, exec: ToolExec, path: str, mode: str | None, *, hint: bool = True) -> None:
         """Raise ``FS_SANDBOX_DENIED`` when ``path`` is outside the writable roots of ``mode``."""
