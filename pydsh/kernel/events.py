@@ -48,10 +48,6 @@ def define_event(name: str, mode: Mode, payload: object = None) -> EventSpec:
     return spec
 
 
-def event_spec(name: str) -> EventSpec | None:
-    return _SPECS.get(name)
-
-
 @dataclass(frozen=True, slots=True)
 class Listener:
     fn: Callable[..., Any]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydsh.session.events import SURFACE_TYPES, Event
+from pydsh.session.events import Event
 
 _MESSAGE_IN_DATA = frozenset({"system/message", "developer/message", "assistant/message", "tool/result"})
 _SKIP_WHEN_EMPTY = frozenset({"system/message", "developer/message", "assistant/message"})
@@ -121,6 +121,3 @@ def _same_but_content(old: dict[str, Any], new: dict[str, Any]) -> bool:
         return False
     return all(old["message"][k] == new["message"][k] for k in old["message"] if k != "content")
 
-
-def is_surface_type(event_type: str) -> bool:
-    return event_type in SURFACE_TYPES

@@ -370,3 +370,23 @@ async def test_runtime_context_snapshot_text(host_factory, tmp_path: Path) -> No
     assert text.startswith("Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\n")
     sections = snap["data"]["source"]["sections"]
     assert sections[0] == {"name": "working-directory:current", "text": f'Current working directory: "{tmp_path}".'}
+
+
+async def test_tool_bodies_run_with_the_agent_as_initiator(host_factory) -> None:  # type: ignore[no-untyped-def]
+    host, agent = await host_factory([{"tool_calls": [call("who")]}, {"text": "ok"}])
+    agents = host.kernel.ctx.require("agents")
+    seen: list[Any] = []
+
+    async def who(args: Any, exec: ToolExec) -> str:
+        seen.append(agents.require_initiator())
+        seen.append(await agents.without_initiator(lambda: _current(agents)))
+        return "me"
+
+    register(host, "who", who)
+    await host.run(agent, "go")
+    assert seen == [agent, None]
+    assert agents.current_initiator() is None
+
+
+async def _current(agents: Any) -> Any:
+    return agents.current_initiator()

@@ -113,3 +113,18 @@ def test_title_config_rejects_unknown_keys() -> None:
     with pytest.raises(ValueError):
         Config.model_validate({"fallbackMaxWords": 5, "typo": 1})
     assert TitleService(Config()).fallback_for([]) is None
+
+
+async def test_list_and_read_events(tmp_path: Path) -> None:
+    kernel = await host(tmp_path)
+    sessions = kernel.ctx.require("sessions")
+    query = kernel.ctx.require("session_query")
+    session = sessions.new(make_header("ev", 1))
+    await sessions.enter(session)
+    session.append("turn/start", {"turn": 1})
+    session.append("user/message", prompt("hello there"), surface_op="append")
+    assert [e["seq"] for e in await query.list_events("ev", 1)] == [1]
+    assert (await query.read_event("ev", 0))["type"] == "turn/start"
+    with pytest.raises(IndexError):
+        await query.read_event("ev", 9)
+    await kernel.dispose()
