@@ -1,8 +1,9 @@
 """``pydsh headless "TASK"``: run one task to idle, trace to stderr, answer to stdout (spec 06 §2.2).
 
 Exit codes: 0 when the last turn completed, 1 for any other end (with ``pydsh: <code>: <message>``
-for an error turn), 2 for usage errors, 130 after Ctrl-C (the turn is interrupted, queued input
-kept, the log flushed, and the session stays resumable with ``--resume``).
+for an error turn), 2 for usage errors, 128+n after signal n — SIGINT (130), SIGTERM (143) or
+SIGHUP (129): the turn is interrupted, queued input kept, the log flushed, and the session stays
+resumable with ``--resume``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydsh.session.errors import SessionPersistenceNotFoundError
 from pydsh.session.events import Event
 from pydsh.session.log import Session
 
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 USAGE = 'pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M]'
 
 
@@ -164,27 +166,31 @@ class HeadlessApp:
         agent = handle.agent
         trace = Trace(sys.stderr, agent.id)
         self.ctx.on("session/event", trace.event, global_=False)
-        interrupted = asyncio.Event()
+        received: list[signal.Signals] = []
         loop = asyncio.get_running_loop()
 
-        def on_sigint() -> None:
-            interrupted.set()
+        def on_signal(signum: signal.Signals) -> None:
+            received.append(signum)
             agent.cancel({"kind": "user"}, keep_inbox=True)
 
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        for signum in INTERRUPTS:
+            loop.add_signal_handler(signum, on_signal, signum)
         try:
             since = len(agent.session.events)
             agent.followup(user_message(ns.task))
             await agent.when_idle()
             await self.ctx.require("sessions").flush(agent.session)
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
+            for signum in INTERRUPTS:
+                loop.remove_signal_handler(signum)
             await handle.dispose()
         summary = run_summary(agent.session, since)
-        return self._report(ns, agent.id, summary, interrupted.is_set())
+        return self._report(ns, agent.id, summary, received[0] if received else None)
 
     @staticmethod
-    def _report(ns: argparse.Namespace, session_id: str, summary: dict[str, Any], interrupted: bool) -> int:
+    def _report(
+        ns: argparse.Namespace, session_id: str, summary: dict[str, Any], interrupted: signal.Signals | None
+    ) -> int:
         reason = summary["reason"] or {"kind": "completed"}
         kind = reason["kind"]
         if ns.json:
@@ -200,9 +206,12 @@ class HeadlessApp:
         if kind == "error":
             error = reason["error"]
             print(f"pydsh: {error.get('code')}: {error.get('message')}", file=sys.stderr)
-        if interrupted:
-            print(f'pydsh: interrupted; continue with: pydsh headless --resume {session_id} "..."', file=sys.stderr)
-            return 130
+        if interrupted is not None:
+            print(
+                f'pydsh: interrupted by {interrupted.name}; continue with: pydsh headless --resume {session_id} "..."',
+                file=sys.stderr,
+            )
+            return 128 + interrupted
         return 0 if kind == "completed" else 1
 
 

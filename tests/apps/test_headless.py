@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from pydsh.session.persistence.jsonl import JsonlPersistence
@@ -138,6 +139,42 @@ def test_sigkill_during_a_tool_call_then_resume_repairs_and_continues(tmp_path: 
     header = next(e for e in events[call:] if e["type"] == "request/header")
     assert header["data"]["reason"] == "resume"
     assert events[-1]["data"] == {"turn": 2, "reason": {"kind": "completed"}}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_signal_interrupts_the_turn_exits_128_plus_n_and_resumes(tmp_path: Path, signum: signal.Signals) -> None:
+    ready = tmp_path / "ready"
+    block_row = {"id": "blocking-tool", "name": "tests.apps.blocking_tool"}
+    first = patch_file(
+        tmp_path, [{"tool_calls": [{"name": "block", "arguments": {"ready": str(ready)}}]}], "first.yml", [block_row]
+    )
+    proc = pydsh("--profile", "headless", "--patch", str(first), "block now", "--session", "sig", cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signum)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, err
+    assert f'interrupted by {signum.name}; continue with: pydsh headless --resume sig "..."' in err
+
+    store = JsonlPersistence(Path(os.environ["DSH_HOME"]) / "sessions")
+    import asyncio
+
+    events = asyncio.run(_read(store, "sig"))
+    assert events[-1]["type"] == "turn/end"
+    assert events[-1]["data"]["reason"] == {"kind": "aborted", "reason": {"kind": "user"}}
+    call = next(e for e in events if e["type"] == "tool/call")
+    assert any(e["type"] == "tool/result" and e.get("sourceEventSeqs") == [call["seq"]] for e in events)
+
+    second = patch_file(tmp_path, [{"text": "continued after the signal"}], "second.yml", [block_row])
+    result = run("--profile", "headless", "--patch", str(second), "--resume", "sig", "continue", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "continued after the signal\n"
+    resumed = asyncio.run(_read(store, "sig"))
+    assert resumed[: len(events)] == events
+    assert resumed[-1]["data"] == {"turn": 2, "reason": {"kind": "completed"}}
 
 
 async def _read(store: JsonlPersistence, sid: str) -> list[dict[str, Any]]:
