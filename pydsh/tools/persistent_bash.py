@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.tools.bash import shell_env, signal_name
-from pydsh.tools.editor import clip
+from pydsh.tools.editor import MAX_OUTPUT, clip
 from pydsh.tools.files import current_dir, owner_of
 from pydsh.tools.registry import ToolDefinition, ToolExec
 
@@ -32,6 +32,8 @@ define_event("agent/disposed", "emit")
 
 READ_CHUNK = 65536
 EXIT_WAIT_S = 1.0
+HEAD_BYTES = 4 * MAX_OUTPUT + 8
+MARKER_WINDOW = 64
 RESET = (
     "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current "
     "directory and environment."
@@ -49,6 +51,62 @@ PARAMETERS = {
 }
 
 
+class OutputBuffer:
+    """One command's output between its markers, held in bounded memory however much it prints.
+
+    ``clip`` shows at most ``MAX_OUTPUT`` characters from the start, so the body keeps its first
+    ``HEAD_BYTES`` (enough bytes for them) and, past those, only the last ``MARKER_WINDOW`` bytes:
+    enough to find an end marker split across reads. Before the start marker, the last
+    ``HEAD_BYTES`` are kept (what a shell that dies early printed); after the end marker, nothing.
+    """
+
+    def __init__(self, token: str | None = None) -> None:
+        self.start = f"__PYDSH_{token}_START__\n".encode() if token else None
+        self.end = re.compile(rb"\n__PYDSH_" + (token or "").encode() + rb"_END_(\d+)__\n")
+        self.data = bytearray()
+        self.started = False
+        self.kept = 0
+        self.overflowed = False
+        self.code: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @property
+    def done(self) -> bool:
+        return self.code is not None
+
+    def feed(self, chunk: bytes) -> None:
+        """Take the next bytes read from the PTY."""
+        if self.start is None or self.done:
+            return
+        self.data += chunk
+        if not self.started:
+            begin = self.data.find(self.start)
+            if begin < 0:
+                del self.data[: max(0, len(self.data) - HEAD_BYTES)]
+                return
+            del self.data[: begin + len(self.start)]
+            self.started = True
+        found = self.end.search(self.data, self.kept)
+        if found is not None:
+            self.code = int(found.group(1))
+            del self.data[found.start() :]
+            return
+        self.kept = max(self.kept, len(self.data) - MARKER_WINDOW)
+        if self.kept > HEAD_BYTES:
+            dropped = self.data[HEAD_BYTES : self.kept]
+            self.overflowed = self.overflowed or dropped.count(b"\n") != len(dropped)
+            del self.data[HEAD_BYTES : self.kept]
+            self.kept = HEAD_BYTES
+
+    def text(self) -> str:
+        """The body so far as ``clip`` would see the whole of it: decoded, trailing newlines trimmed."""
+        if self.overflowed:
+            return bytes(self.data[:HEAD_BYTES]).decode("utf-8", "replace")
+        return bytes(self.data).decode("utf-8", "replace").rstrip("\n")
+
+
 class Shell:
     """One bash process whose output arrives through a PTY master."""
 
@@ -56,7 +114,7 @@ class Shell:
         self.proc = proc
         self.master = master
         self.mode = mode
-        self.buffer = bytearray()
+        self.buffer = OutputBuffer()
         self.eof = False
         self.changed = asyncio.Event()
         self.lock = asyncio.Lock()
@@ -96,7 +154,7 @@ class Shell:
         except OSError:
             data = b""
         if data:
-            self.buffer += data
+            self.buffer.feed(data)
         else:
             self.eof = True
             asyncio.get_running_loop().remove_reader(self.master)
@@ -105,14 +163,12 @@ class Shell:
     async def run(self, command: str, timeout_s: float) -> tuple[str, str, int | None]:
         """``(state, output, code)`` with state ``done``, ``timeout`` or ``died``."""
         token = secrets.token_hex(8)
-        start = f"__PYDSH_{token}_START__\n".encode()
-        end = re.compile(rb"\n__PYDSH_" + token.encode() + rb"_END_(\d+)__\n")
         encoded = base64.b64encode(command.encode("utf-8", "surrogateescape")).decode()
         line = (
             f"printf '%s\\n' '__PYDSH_{token}_START__'; eval \"$(printf %s {encoded} | base64 -d)\" </dev/null; "
             f"__pydsh_rc=$?; printf '\\n__PYDSH_{token}_END_%s__\\n' \"$__pydsh_rc\"\n"
         )
-        self.buffer.clear()
+        self.buffer = OutputBuffer(token)
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(line.encode())
@@ -121,23 +177,16 @@ class Shell:
             return "died", "", await self._exit_code()
         deadline = time.monotonic() + timeout_s
         while True:
-            begin = self.buffer.find(start)
-            body_start = begin + len(start) if begin >= 0 else 0
-            if begin >= 0:
-                found = end.search(self.buffer, body_start)
-                if found is not None:
-                    return "done", self._text(body_start, found.start()), int(found.group(1))
+            if self.buffer.done:
+                return "done", self.buffer.text(), self.buffer.code
             if not self.alive:
-                return "died", self._text(body_start, len(self.buffer)), await self._exit_code()
+                return "died", self.buffer.text(), await self._exit_code()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return "timeout", self._text(body_start, len(self.buffer)), None
+                return "timeout", self.buffer.text(), None
             self.changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), remaining)
-
-    def _text(self, start: int, stop: int) -> str:
-        return bytes(self.buffer[start:stop]).decode("utf-8", "replace").rstrip("\n")
 
     async def _exit_code(self) -> int | None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,8 @@ import pytest
 from pydsh.policy.sandbox import Bwrap
 from pydsh.session.events import make_header
 from pydsh.session.log import Session
+from pydsh.tools.editor import MAX_OUTPUT, clip
+from pydsh.tools.persistent_bash import HEAD_BYTES, MARKER_WINDOW, READ_CHUNK, OutputBuffer
 from tests.tools.harness import POLICY, FakeAgent, Harness, harness, text_of
 
 RESET = (
@@ -57,6 +60,78 @@ async def test_long_output_is_clipped(h: Harness) -> None:
     assert len(body) == 16000
     assert tail.startswith("<NOTE>To save on context only part of this file has been shown to you.")
     assert tail.endswith("</NOTE>\n[Command finished with exit code 0]")
+
+
+async def test_many_megabytes_of_output_keep_the_buffer_bounded(h: Harness, tmp_path: Path) -> None:
+    command = (
+        "head -c 6000000 /dev/zero | tr '\\0' a; echo; echo last; touch printed; while [ ! -e go ]; do sleep 0.02; done"
+    )
+    call = asyncio.ensure_future(run(h, command))
+    for _ in range(3000):
+        if (tmp_path / "printed").exists() or call.done():
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    shell = next(iter(h.tools.lookup(None, "bash").execute.shells.values()))  # type: ignore[union-attr]
+    held = len(shell.buffer)
+    (tmp_path / "go").touch()
+    out = await call
+    assert held <= HEAD_BYTES + MARKER_WINDOW + READ_CHUNK
+    assert out == clip("a" * 6000000 + "\nlast") + "\n[Command finished with exit code 0]"
+
+
+def feed_all(buffer: OutputBuffer, data: bytes, size: int) -> int:
+    """Feed ``data`` in ``size``-byte reads; the largest number of bytes held meanwhile."""
+    peak = 0
+    for i in range(0, len(data), size):
+        buffer.feed(data[i : i + size])
+        peak = max(peak, len(buffer))
+    return peak
+
+
+def framed(token: str, body: bytes, code: int = 0) -> bytes:
+    start = f"stale output\n__PYDSH_{token}_START__\n".encode()
+    return start + body + f"\n__PYDSH_{token}_END_{code}__\ntrailing".encode()
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 33, 64, 4096])
+def test_markers_split_across_reads_are_found(size: int) -> None:
+    buffer = OutputBuffer("00ff00ff00ff00ff")
+    feed_all(buffer, framed("00ff00ff00ff00ff", b"hello\nworld\n\n", 42), size)
+    assert (buffer.code, buffer.text()) == (42, "hello\nworld")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"x" * 1_000_000,
+        "\u00e9".encode() * 300_000,
+        b"a" + b"\n" * 500_000 + b"b" + b"\n" * 500_000,
+        b"head" + b"\n" * 1_000_000,
+        b"\xff\xfe" * 200_000 + b"tail",
+    ],
+    ids=["ascii", "two-byte", "newlines-then-text", "only-newlines-after", "invalid-utf8"],
+)
+def test_a_huge_body_is_held_bounded_and_clipped_as_in_full(body: bytes) -> None:
+    buffer = OutputBuffer("0123456789abcdef")
+    peak = feed_all(buffer, framed("0123456789abcdef", body, 3), 1000)
+    assert peak <= HEAD_BYTES + MARKER_WINDOW + 1000
+    assert buffer.code == 3
+    assert clip(buffer.text()) == clip(body.decode("utf-8", "replace").rstrip("\n"))
+    assert len(clip(buffer.text())) <= MAX_OUTPUT + 400
+
+
+def test_before_the_start_marker_and_after_the_end_little_is_kept() -> None:
+    idle = OutputBuffer()
+    idle.feed(b"y" * 100_000)
+    assert len(idle) == 0
+    waiting = OutputBuffer("0123456789abcdef")
+    feed_all(waiting, b"y" * 1_000_000, 4096)
+    assert len(waiting) <= HEAD_BYTES
+    finished = OutputBuffer("0123456789abcdef")
+    finished.feed(framed("0123456789abcdef", b"ok"))
+    finished.feed(b"z" * 100_000)
+    assert (finished.text(), len(finished)) == ("ok", 2)
 
 
 async def test_shell_exit_and_kill_reset_the_shell(h: Harness, tmp_path: Path) -> None:
