@@ -2,7 +2,9 @@
 
 A producer (the bash tool) creates a job for every run so it can move to the background; only
 backgrounded jobs are listed and logged (``job/registered``, ``job/settled``). When one settles
-without having been killed, its agent gets a completion notice (spec 05 §4.4–4.5).
+without having been killed, its agent gets a completion notice (spec 05 §4.4–4.5). Each agent
+keeps its ``FINISHED_KEPT`` most recent finished jobs; older ones (those already read first) are
+forgotten with their output tails.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ define_event("agent/disposed", "emit")
 log = logging.getLogger("pydsh.jobs")
 
 SHUTDOWN_WAIT_S = 3.0
+FINISHED_KEPT = 16
 JOB_ID = {"type": "string", "description": "The job id reported by the tool that started the background work."}
 
 
@@ -76,6 +79,11 @@ class Job:
     def mark_read(self) -> None:
         self.read_out = self.stdout.total
         self.read_err = self.stderr.total
+
+    @property
+    def unread(self) -> bool:
+        """Whether output arrived since the last ``job_output`` read."""
+        return self.read_out < self.stdout.total or self.read_err < self.stderr.total
 
     def record(self) -> dict[str, Any]:
         """The ``job/registered`` payload."""
@@ -120,6 +128,7 @@ class JobRegistry:
         self._append(job, "job/registered", job.record())
         if job.finished is not None:
             self._announce(job)
+            self._prune(job.owner)
 
     def settle(self, job: Job, status: str, detail: str | None, cause: dict[str, Any]) -> None:
         """Record how ``job`` ended; a backgrounded job is logged and (unless killed) announced."""
@@ -136,6 +145,16 @@ class JobRegistry:
         job.settled.set()
         if job.backgrounded:
             self._announce(job)
+            self._prune(job.owner)
+
+    def _prune(self, owner: str) -> None:
+        """Forget ``owner``'s finished jobs beyond ``FINISHED_KEPT``: read ones first, then the earliest."""
+        finished = [job for job in self.owned(owner) if job.finished is not None]
+        excess = len(finished) - FINISHED_KEPT
+        if excess > 0:
+            finished.sort(key=lambda job: job.unread)
+            for job in finished[:excess]:
+                del self._jobs[job.id]
 
     def _announce(self, job: Job) -> None:
         assert job.finished is not None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pydsh.tools.jobs import Job, JobRegistry
+from pydsh.tools.jobs import FINISHED_KEPT, Job, JobRegistry
 from tests.tools.harness import POLICY, Harness, harness, text_of
 
 DANGER = [*POLICY[:2], ("permission", {"mode": "danger-full-access"})]
@@ -277,3 +277,28 @@ async def test_disposing_the_agent_stops_and_drops_its_jobs(h: Harness) -> None:
     await job.settled.wait()
     assert job.status == "killed"
     assert await h.text("job_list", {}) == "(no background jobs)"
+
+
+async def background(h: Harness, command: str) -> str:
+    started = await h.text("bash", bash(command, run_in_background=True))
+    return started.removeprefix("started background job ")
+
+
+async def test_finished_jobs_beyond_the_bound_are_forgotten_read_ones_first(h: Harness) -> None:
+    registry: JobRegistry = h.kernel.ctx.require("jobs")
+    ids: list[str] = []
+    for n in range(FINISHED_KEPT + 2):
+        if n == FINISHED_KEPT:
+            assert await h.text("job_output", {"job_id": ids[3]}) == "out-3\n[status: completed]"
+        ids.append(await background(h, f"echo out-{n}"))
+        await job_of(h, ids[-1]).settled.wait()
+    kept = [job.id for job in registry.owned(h.agent.id)]
+    assert kept == [job_id for n, job_id in enumerate(ids) if n not in (0, 3)]
+    assert text_of(await h.call("job_output", {"job_id": ids[0]})) == f"Error: unknown job {ids[0]}"
+    assert await h.text("job_output", {"job_id": ids[1]}) == "out-1\n[status: completed]"
+    assert await h.text("job_output", {"job_id": ids[-1]}) == f"out-{FINISHED_KEPT + 1}\n[status: completed]"
+    running = await background(h, "sleep 30")
+    for _ in range(3):
+        await job_of(h, await background(h, "true")).settled.wait()
+    assert len(registry.owned(h.agent.id)) == FINISHED_KEPT + 1
+    assert job_of(h, running).running
