@@ -128,7 +128,7 @@ class JobRegistry:
         self._append(job, "job/registered", job.record())
         if job.finished is not None:
             self._announce(job)
-            self._prune(job.owner)
+            self._prune(job)
 
     def settle(self, job: Job, status: str, detail: str | None, cause: dict[str, Any]) -> None:
         """Record how ``job`` ended; a backgrounded job is logged and (unless killed) announced."""
@@ -145,15 +145,18 @@ class JobRegistry:
         job.settled.set()
         if job.backgrounded:
             self._announce(job)
-            self._prune(job.owner)
+            self._prune(job)
 
-    def _prune(self, owner: str) -> None:
-        """Forget ``owner``'s finished jobs beyond ``FINISHED_KEPT``: read ones first, then the earliest."""
-        finished = [job for job in self.owned(owner) if job.finished is not None]
-        excess = len(finished) - FINISHED_KEPT
+    def _prune(self, settled: Job) -> None:
+        """Keep ``FINISHED_KEPT`` finished jobs of ``settled``'s owner, ``settled`` among them.
+
+        Jobs whose output was read go first, then the earliest.
+        """
+        older = [job for job in self.owned(settled.owner) if job.finished is not None and job is not settled]
+        excess = len(older) + 1 - FINISHED_KEPT
         if excess > 0:
-            finished.sort(key=lambda job: job.unread)
-            for job in finished[:excess]:
+            older.sort(key=lambda job: job.unread)
+            for job in older[:excess]:
                 del self._jobs[job.id]
 
     def _announce(self, job: Job) -> None:

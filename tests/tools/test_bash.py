@@ -299,6 +299,12 @@ async def test_finished_jobs_beyond_the_bound_are_forgotten_read_ones_first(h: H
     assert await h.text("job_output", {"job_id": ids[-1]}) == f"out-{FINISHED_KEPT + 1}\n[status: completed]"
     running = await background(h, "sleep 30")
     for _ in range(3):
-        await job_of(h, await background(h, "true")).settled.wait()
+        await job_of(h, await background(h, "echo more")).settled.wait()
     assert len(registry.owned(h.agent.id)) == FINISHED_KEPT + 1
     assert job_of(h, running).running
+    assert all(job.unread for job in registry.owned(h.agent.id) if not job.running)
+    expired = await h.text("bash", bash("sleep 0.3", timeoutMs=1))
+    last = job_of(h, expired.rsplit("moved to background job ", 1)[1].split("]")[0])
+    await last.settled.wait()
+    assert not last.unread
+    assert await h.text("job_output", {"job_id": last.id}) == "(no new output)\n[status: completed]"
