@@ -12,6 +12,7 @@ from typing import Any
 from pydsh.agent.prompt import CONTEXT_ORDER
 from pydsh.kernel import services
 from pydsh.kernel.context import Context
+from pydsh.session.errors import SessionError
 from pydsh.subagents.names import ROOT, SubagentError, is_segment
 from pydsh.subagents.service import SubagentService
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
@@ -125,11 +126,15 @@ class Messaging:
     ) -> None:
         service = self.service
         for entry in await service.catalog_of(parent_id):
-            name = await service.full_name(entry.child_id)
+            try:
+                name = await service.full_name(entry.child_id)
+                header = await service.header_of(entry.child_id)
+            except (OSError, SessionError):
+                name, header = entry.child_id, None
             row: dict[str, Any]
             if entry.mode in ("unknown", "external"):
                 row = {"kind": "diagnostic", "name": name, "reason": "unsupported"}
-            elif await service.header_of(entry.child_id) is None:
+            elif header is None:
                 row = {"kind": "diagnostic", "name": name, "reason": "unavailable"}
             else:
                 live = service.agents.get(entry.child_id)

@@ -24,6 +24,7 @@ from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
 from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
+from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.events import Event, build_event
 from pydsh.session.log import Session, SessionStore, new_session_id, now_ms
 from pydsh.subagents.names import (
@@ -180,6 +181,7 @@ class SubagentService:
     # -- reading sessions (live first, persisted through session_query) -------------------------
 
     async def _session(self, session_id: str) -> Session | None:
+        """The live session, else the stored one; ``None`` only when it does not exist (read errors raise)."""
         live = self.sessions.get(session_id)
         if live is not None:
             return live
@@ -188,7 +190,7 @@ class SubagentService:
             return None
         try:
             read = await query.read_session(session_id)
-        except Exception:
+        except SessionPersistenceNotFoundError:
             return None
         from pydsh.session.events import inherited_event_count
 
@@ -196,7 +198,10 @@ class SubagentService:
         return Session(read["session"], events, inherited_event_count=inherited_event_count(events))
 
     async def header_of(self, session_id: str) -> dict[str, Any] | None:
-        """A session's header: live, else the first line of its stored log (no full read)."""
+        """A session's header: live, else the first line of its stored log (no full read).
+
+        ``None`` only when the session does not exist; a log that cannot be read raises.
+        """
         live = self.sessions.get(session_id)
         if live is not None:
             return live.header
@@ -205,7 +210,7 @@ class SubagentService:
             return None
         try:
             return (await persistence.stat(session_id))["header"]  # type: ignore[no-any-return]
-        except Exception:
+        except SessionPersistenceNotFoundError:
             return None
 
     async def catalog_of(self, session_id: str) -> list[CatalogEntry]:
@@ -623,7 +628,10 @@ class SubagentService:
 
     async def _cold_resume(self, sender: Any, target_id: str, target_name: str) -> Activation:
         """Bring a persisted continuable child back (spec 07 §5.5): no new descriptor or catalog entry."""
-        session = await self._session(target_id)
+        try:
+            session = await self._session(target_id)
+        except (OSError, SessionError) as exc:
+            raise SubagentError(f'subagent "{target_name}" is unavailable: {exc}', "NOT_RESUMABLE") from exc
         if session is None:
             raise SubagentError(f'subagent "{target_name}" is unavailable', "NOT_RESUMABLE")
         own = session.events[session.inherited_event_count :]
