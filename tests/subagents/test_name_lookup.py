@@ -83,3 +83,24 @@ async def test_an_unreadable_child_log_is_listed_as_unavailable(
     assert result_texts(root.session)[-1] == f"{child_id} [diagnostic: unavailable]"
     assert child_id not in service.full_names
     assert await service.full_name(child_id) == "agent-1"
+
+
+async def test_a_cold_resume_that_cannot_read_the_child_names_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    send = calls(tool("send_message", agent="agent-1", message="more"))
+    host = await start_host(
+        [[calls(deleg("a")), {"text": "ok"}, {"text": "noted"}, send, {"text": "x"}], [{"text": "done"}]]
+    )
+    root = (await host.create(tmp_path)).agent
+    try:
+        await host.run(root, "go")
+        await quiesce(host)
+        failing_once(
+            monkeypatch, host.kernel.ctx.require("session_query"), "read_session", PermissionError(13, "denied")
+        )
+        await host.run(root, "send")
+        assert result_texts(root.session)[-1] == 'Error: subagent "agent-1" is unavailable: [Errno 13] denied'
+        assert results(root.session)[-1]["error"]["code"] == "NOT_RESUMABLE"
+    finally:
+        await host.close()
