@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from pydsh.agent.loop import LoopAgent
+    from pydsh.agent.agent import Agent as LiveAgent
     from pydsh.agent.registry import AgentHandle
     from pydsh.kernel.context import Context
     from pydsh.kernel.host import Kernel
@@ -285,9 +285,9 @@ class Agent:
         self._closed = False
 
     @property
-    def live(self) -> LoopAgent:
+    def live(self) -> LiveAgent:
         """The agent of the ``agents`` service behind this wrapper (the loop's own object)."""
-        return self._handle.agent  # type: ignore[return-value]
+        return self._handle.agent
 
     @property
     def session_id(self) -> str:

@@ -8,6 +8,7 @@ session): ``{"text": "..."}``, ``{"reasoning": "...", "text": "..."}``,
 
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 from collections.abc import Sequence
@@ -29,7 +30,8 @@ SCRIPTED_PROVIDERS: list[dict[str, Any]] = [
 
 def scripted_patch(script: list[Any], providers: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The patch that replaces the DeepSeek adapter by a scripted one serving ``providers``' routes."""
-    replay = {"scripts": script, "providers": providers if providers is not None else SCRIPTED_PROVIDERS}
+    catalog = providers if providers is not None else SCRIPTED_PROVIDERS
+    replay = {"scripts": copy.deepcopy(script), "providers": copy.deepcopy(catalog)}
     return [
         {"id": "llm-deepseek", "disabled": True},
         {"insert": [{"id": "llm-replay", "name": "llm-replay", "config": replay}]},
