@@ -253,20 +253,21 @@ def _is_receipt(event: Event, message_id: str) -> bool:
 
 
 def _result(session_id: str, events: list[Event]) -> RunResult:
-    final, reason = "", None
+    """The run's result, read the way the SDK client reads a run (``pydsh.sdk.client``)."""
+    from pydsh.sdk.client import final_response, finish_reason
+
     usage: dict[str, int] = {}
+    error = None
     for event in events:
         if event["type"] == "assistant/message":
-            final = _text(event["data"]["message"]) or final
             for key, value in (event["data"].get("usage") or {}).items():
                 usage[key] = usage.get(key, 0) + value
         elif event["type"] == "turn/end":
-            reason = event["data"]["reason"]
-    error = reason.get("error") if reason is not None else None
+            error = event["data"]["reason"].get("error")
     return RunResult(
         session_id=session_id,
-        final_response=final,
-        finish_reason=reason["kind"] if reason is not None else None,
+        final_response=final_response(events),
+        finish_reason=finish_reason(events),
         usage=usage,
         error=dict(error) if error is not None else None,
         events=events,
@@ -303,7 +304,8 @@ class Agent:
         return list(self.live.session.events)
 
     def prompt(self, input: Input) -> Run:
-        """Queue ``input`` as the next turn and stream its events until the agent is idle again."""
+        """``input`` as the next turn: iterating the run sends it and yields its events until the
+        agent is idle again."""
         self._check_open()
         return Run(self, input)
 

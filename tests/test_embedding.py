@@ -293,3 +293,17 @@ async def test_bad_input_is_one_clear_error(workspace: Path, tmp_path: Path) -> 
         with pytest.raises(pydsh.HostError, match="another open host uses DSH_HOME"):
             await pydsh.testing.scripted_host([], dsh_home=tmp_path / "b").start()
     assert os.environ["DSH_HOME"] != str(tmp_path / "a")
+
+
+async def test_cancel_ends_the_run_aborted(workspace: Path) -> None:
+    async with pydsh.testing.scripted_host([{"hang": True}], cwd=workspace) as host:
+        agent = await host.create_agent()
+        events = []
+        async with agent.prompt("wait") as run:
+            async for event in run:
+                events.append(event)
+                if isinstance(event, pydsh.SessionEvent) and event.type == "step/start":
+                    agent.cancel()
+    end = events[-1]
+    assert isinstance(end, pydsh.TurnEnd) and end.finish_reason == "aborted"
+    assert run.result is not None and run.result.finish_reason == "aborted"
