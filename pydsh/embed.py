@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -350,6 +351,9 @@ class Agent:
 class Host:
     """A composed profile running in the caller's event loop; ``async with`` opens and closes it."""
 
+    temporary_home = False
+    """Without ``dsh_home``: open in a new temporary home, removed when the last host using it closes."""
+
     def __init__(
         self,
         profile: str = DEFAULT_PROFILE,
@@ -387,8 +391,8 @@ class Host:
         """Compose the profile and load it; ``HostError`` names what is wrong with it."""
         if self._kernel is not None:
             raise HostError("the host is already open")
-        if self._home is not None:
-            _take_home(str(Path(self._home).expanduser().resolve()))
+        if self._home is not None or self.temporary_home:
+            _take_home(str(Path(self._home).expanduser().resolve()) if self._home is not None else None)
             self._leased = True
         try:
             self._kernel = await self._load()
@@ -533,15 +537,21 @@ class _Home:
     path: str | None = None
     users: int = 0
     saved: str | None = None
+    temporary: tempfile.TemporaryDirectory[str] | None = None
 
 
 _HOME = _Home()
 
 
-def _take_home(path: str) -> None:
-    if _HOME.users and _HOME.path != path:
-        raise HostError(f'another open host uses DSH_HOME "{_HOME.path}"; hosts open at once share one home')
-    if not _HOME.users:
+def _take_home(path: str | None) -> None:
+    """Use ``path`` as ``DSH_HOME`` (``None``: the one already chosen, else a new temporary one)."""
+    if _HOME.users:
+        if path is not None and path != _HOME.path:
+            raise HostError(f'another open host uses DSH_HOME "{_HOME.path}"; hosts open at once share one home')
+    else:
+        if path is None:
+            _HOME.temporary = tempfile.TemporaryDirectory(prefix="pydsh-home-")
+            path = _HOME.temporary.name
         _HOME.path, _HOME.saved = path, os.environ.get("DSH_HOME")
         os.environ["DSH_HOME"] = path
     _HOME.users += 1
@@ -549,12 +559,16 @@ def _take_home(path: str) -> None:
 
 def _release_home() -> None:
     _HOME.users -= 1
-    if _HOME.users == 0:
-        if _HOME.saved is None:
-            os.environ.pop("DSH_HOME", None)
-        else:
-            os.environ["DSH_HOME"] = _HOME.saved
-        _HOME.path = _HOME.saved = None
+    if _HOME.users:
+        return
+    if _HOME.saved is None:
+        os.environ.pop("DSH_HOME", None)
+    else:
+        os.environ["DSH_HOME"] = _HOME.saved
+    temporary = _HOME.temporary
+    _HOME.path = _HOME.saved = _HOME.temporary = None
+    if temporary is not None:
+        temporary.cleanup()
 
 
 def open_host(

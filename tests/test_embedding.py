@@ -307,3 +307,15 @@ async def test_cancel_ends_the_run_aborted(workspace: Path) -> None:
     end = events[-1]
     assert isinstance(end, pydsh.TurnEnd) and end.finish_reason == "aborted"
     assert run.result is not None and run.result.finish_reason == "aborted"
+
+
+async def test_scripted_hosts_open_at_once_share_one_temporary_home(workspace: Path) -> None:
+    before = os.environ["DSH_HOME"]
+    first = await pydsh.testing.scripted_host([{"text": "one"}], cwd=workspace).start()
+    home = Path(os.environ["DSH_HOME"])
+    async with pydsh.testing.scripted_host([{"text": "two"}], cwd=workspace) as second:
+        assert os.environ["DSH_HOME"] == str(home)
+        await first.close()
+        assert home.is_dir()
+        assert (await (await second.create_agent()).run("hi")).final_response == "two"
+    assert not home.exists() and os.environ["DSH_HOME"] == before

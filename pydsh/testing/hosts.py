@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,7 +38,10 @@ def scripted_patch(script: list[Any], providers: list[dict[str, Any]] | None = N
 
 
 class ScriptedHost(Host):
-    """A host whose model is a ``ScriptedAdapter``: no key, no network, a temporary home unless given."""
+    """A host whose model is a ``ScriptedAdapter``: no key, no network, a temporary home unless given
+    (hosts open at the same time share one)."""
+
+    temporary_home = True
 
     def __init__(
         self,
@@ -55,30 +57,6 @@ class ScriptedHost(Host):
 
         ScriptedAdapter(script)
         super().__init__(profile, patches=[scripted_patch(script, providers), *patches], cwd=cwd, dsh_home=dsh_home)
-        self._temporary: tempfile.TemporaryDirectory[str] | None = None
-
-    async def start(self) -> ScriptedHost:
-        if self._home is None and self._temporary is None:
-            self._temporary = tempfile.TemporaryDirectory(prefix="pydsh-home-")
-            self._home = self._temporary.name
-        try:
-            await super().start()
-        except BaseException:
-            self._remove_home()
-            raise
-        return self
-
-    async def close(self) -> None:
-        try:
-            await super().close()
-        finally:
-            self._remove_home()
-
-    def _remove_home(self) -> None:
-        if self._temporary is not None:
-            self._temporary.cleanup()
-            self._temporary = None
-            self._home = None
 
     def assert_consumed(self) -> None:
         """Fail unless every scripted model call was made (call it at the end of a test)."""
