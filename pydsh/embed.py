@@ -9,6 +9,7 @@ of the assistant stream; nothing here runs a loop of its own. Re-exported by ``p
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import tempfile
 from collections.abc import AsyncGenerator, Sequence
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
     from pydsh.agent.agent import Agent as LiveAgent
     from pydsh.agent.registry import AgentHandle
+    from pydsh.kernel.compose import Composition
     from pydsh.kernel.context import Context
     from pydsh.kernel.host import Kernel
 
@@ -33,6 +35,8 @@ Patch = str | os.PathLike[str] | list[dict[str, Any]]
 """A patch layer: a YAML file, or its operations as a list (``[{"id": "llm-retry", "disabled": True}]``)."""
 
 DEFAULT_PROFILE = "embed"
+
+log = logging.getLogger("pydsh.embed")
 
 
 class HostError(Exception):
@@ -427,7 +431,7 @@ class Host:
             raise HostError("; ".join(problems))
         return kernel
 
-    def _compose(self) -> Any:
+    def _compose(self) -> Composition:
         from pydsh.kernel.compose import read_yaml_file
         from pydsh.kernel.profiles import compose_profile
 
@@ -439,6 +443,8 @@ class Host:
                 path = Path(patch).expanduser()
                 comp.apply_patch(read_yaml_file(path.resolve()), str(path))
         comp.check_ids()
+        for warning in comp.warnings:
+            log.warning("%s", warning)
         return comp
 
     async def create_agent(
@@ -461,7 +467,7 @@ class Host:
             raise HostError(f'cwd "{workspace}" is not an existing directory')
         if session_id is not None and self._session_exists(session_id):
             raise HostError(f'session "{session_id}" already exists; continue it with resume_agent')
-        options = AgentOptions(provider, model, max_tokens, reasoning_effort)
+        options = AgentOptions(provider=provider, model=model, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
         handle = await services.agents(self.ctx).create(
             CreateAgentOptions(session_id=session_id, cwd=workspace, agent_options=options)
         )
@@ -481,7 +487,7 @@ class Host:
         from pydsh.kernel import services
         from pydsh.session.errors import SessionPersistenceNotFoundError
 
-        options = AgentOptions(provider, model, max_tokens, reasoning_effort)
+        options = AgentOptions(provider=provider, model=model, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
         try:
             handle = await services.agents(self.ctx).resume(session_id, agent_options=options)
         except SessionPersistenceNotFoundError:
@@ -585,4 +591,3 @@ def open_host(
     host is open, and ``transport`` (an ``httpx.AsyncBaseTransport``) carries every model request.
     """
     return Host(profile, patches=patches, cwd=cwd, dsh_home=dsh_home, transport=transport)
-

@@ -319,3 +319,9 @@ async def test_scripted_hosts_open_at_once_share_one_temporary_home(workspace: P
         assert home.is_dir()
         assert (await (await second.create_agent()).run("hi")).final_response == "two"
     assert not home.exists() and os.environ["DSH_HOME"] == before
+
+
+async def test_composition_warnings_are_logged(workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with pydsh.testing.scripted_host([], cwd=workspace, patches=[[{"id": "nonesuch", "disabled": True}]]):
+        pass
+    assert 'patch 2: patch targets unknown row "nonesuch"; skipped' in caplog.text
