@@ -116,6 +116,18 @@ def snapshot(value: Any, path: str = "data") -> Any:
     raise TypeError(f"{path}: {type(value).__name__} is not lossless JSON")
 
 
+def freeze(value: Any) -> Any:
+    """``value`` with every dict and list made immutable; already frozen containers are shared, not copied."""
+    kind = type(value)
+    if kind is FrozenDict or kind is FrozenList:
+        return value
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return FrozenList([freeze(v) for v in value])
+    return value
+
+
 def thaw(value: Any) -> Any:
     """A mutable deep copy of (possibly frozen) JSON data."""
     if isinstance(value, dict):
