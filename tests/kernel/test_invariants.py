@@ -8,6 +8,7 @@ process reads, and makes the host that saw it fail to close.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -119,7 +120,8 @@ async def test_a_host_that_saw_a_violation_fails_to_close() -> None:
     assert len(invariants.drain()) == 1
 
 
-def test_a_violation_in_a_child_process_fails_it_and_reaches_the_report(tmp_path: Path, violations: Violations) -> None:
+def status_echo_patch(tmp_path: Path) -> Path:
+    """A patch serving a scripted model and loading the plugin that emits every status twice."""
     provider = {"id": "deepseek-official", "models": [{"id": "deepseek-v4-flash", "contextWindow": 128000}]}
     patch = tmp_path / "patch.yml"
     patch.write_text(
@@ -139,6 +141,13 @@ def test_a_violation_in_a_child_process_fails_it_and_reaches_the_report(tmp_path
             ]
         )
     )
+    return patch
+
+
+def test_a_violation_in_a_headless_child_fails_it_and_reaches_the_report(
+    tmp_path: Path, violations: Violations
+) -> None:
+    patch = status_echo_patch(tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "pydsh", "--profile", "headless", "--patch", str(patch), "hello"],
         cwd=tmp_path,
@@ -150,3 +159,29 @@ def test_a_violation_in_a_child_process_fails_it_and_reaches_the_report(tmp_path
     assert result.returncode != 0 and "emitted status 'running' twice in a row" in result.stderr
     [line] = violations.take()
     assert re.fullmatch(r"\[agent-loop\] agent [0-9a-f-]{36} emitted status 'running' twice in a row", line)
+
+
+def test_a_violation_in_an_sdk_server_child_is_answered_and_fails_its_exit(
+    tmp_path: Path, violations: Violations
+) -> None:
+    patch = status_echo_patch(tmp_path)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pydsh.sdk", "--patch", str(patch)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    route = {"cwd": str(tmp_path), "provider": "deepseek-official", "model": "deepseek-v4-flash"}
+    prompt = {"sessionId": "t1", "contentBlocks": [{"type": "text", "text": "hi"}]}
+    for rid, method, params in (("init", "initialize", route), ("p", "session/prompt", prompt)):
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + "\n")
+    server.stdin.flush()
+    answer = next(frame for line in server.stdout if (frame := json.loads(line)).get("id") == "p")
+    _, stderr = server.communicate(timeout=60)
+    assert "emitted status 'running' twice in a row" in answer["error"]["message"]
+    assert server.returncode != 0 and "1 violation(s) recorded" in stderr
+    assert len(violations.take()) == 1
