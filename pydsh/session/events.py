@@ -117,15 +117,16 @@ def snapshot(value: Any, path: str = "data") -> Any:
 
 
 def freeze(value: Any) -> Any:
-    """``value`` with every dict and list made immutable; already frozen containers are shared, not copied."""
+    """``value`` (parsed JSON) with every dict and list made immutable; frozen containers are shared, not copied."""
     kind = type(value)
-    if kind is FrozenDict or kind is FrozenList:
-        return value
-    if isinstance(value, dict):
-        return FrozenDict({k: freeze(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return FrozenList([freeze(v) for v in value])
+    if kind is dict:
+        return FrozenDict({k: freeze(v) if type(v) in _MUTABLE else v for k, v in value.items()})
+    if kind is list:
+        return FrozenList([freeze(v) if type(v) in _MUTABLE else v for v in value])
     return value
+
+
+_MUTABLE = (dict, list)
 
 
 def thaw(value: Any) -> Any:
