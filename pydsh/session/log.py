@@ -74,7 +74,7 @@ class Session:
         self._last_context: dict[str, Any] | None = None
         for event in events:
             check_envelope(event, len(self.events))
-            self._commit({key: freeze(value) for key, value in event.items()})
+            self._commit(dict(freeze(event)))
         self._rules.check_seed(header["isSeeded"])
 
     def __repr__(self) -> str:
