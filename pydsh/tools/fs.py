@@ -6,6 +6,7 @@ the read-before-write observation policy (when composed), then replace the file 
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -17,11 +18,12 @@ from pydsh.tools.files import (
     ABSENT,
     FsError,
     Gate,
-    current_version,
+    Rewrite,
+    Snapshot,
+    canonical,
     decode_text,
     load,
     path_lock,
-    replace_file,
     resolve,
 )
 from pydsh.tools.pipeline import text
@@ -245,25 +247,24 @@ class FsTools:
         display = resolve(self.ctx, exec, args["file_path"])
         content: str = args["content"]
         mode = await self.gate.mode(exec, args)
-        target = os.path.realpath(display)
-        self.gate.fence(exec, target, mode)
+        fence = self.gate.fence_for(exec, mode)
+        target = canonical(display)
+        fence.check(target)
         async with path_lock(target):
-            snap = load(target, display, "write")
-            if self.gate.observing():
-                seen = self.gate.seen(exec, target)
-                if snap is not None and (seen is None or seen == ABSENT):
-                    raise not_observed(display)
-                if seen not in (None, ABSENT) and (snap is None or snap.version != seen):
-                    raise stale("write", display)
-            expected = snap.version if snap is not None else None
+            observing = self.gate.observing()
+            seen = self.gate.seen(exec, target) if observing else None
 
-            def recheck(real: str) -> None:
-                self.gate.fence(exec, real, mode)
-                if current_version(target) != expected:
-                    raise stale("write", display)
+            def plan(snap: Snapshot | None) -> bytes:
+                if observing:
+                    if snap is not None and (seen is None or seen == ABSENT):
+                        raise not_observed(display)
+                    if seen not in (None, ABSENT) and (snap is None or snap.version != seen):
+                        raise stale("write", display)
+                return content.encode("utf-8")
 
-            replace_file(target, content.encode("utf-8"), recheck)
-            self.gate.record(exec, target, current_version(target) or ABSENT)
+            done = await asyncio.to_thread(Rewrite(display, "write", fence, plan, lambda: stale("write", display)).run)
+            self.gate.record(exec, done.target, done.version or ABSENT)
+        snap = done.before
         old = snap.data.decode("utf-8", "replace") if snap is not None else None
         meta = {
             "operation": "create" if snap is None else "update",
@@ -282,32 +283,34 @@ class FsTools:
             raise ToolError("old_string must be a non-empty string")
         display = resolve(self.ctx, exec, args["file_path"])
         mode = await self.gate.mode(exec, args)
-        target = os.path.realpath(display)
-        self.gate.fence(exec, target, mode)
+        fence = self.gate.fence_for(exec, mode)
+        target = canonical(display)
+        fence.check(target)
         async with path_lock(target):
-            snap = load(target, display, "edit")
-            if self.gate.observing():
-                seen = self.gate.seen(exec, target)
-                if seen is None:
-                    raise not_observed(display)
-                if seen == ABSENT and snap is not None:
-                    raise stale("edit", display)
-                if seen != ABSENT and (snap is None or snap.version != seen):
-                    raise stale("edit", display)
-            if snap is None:
-                raise FsError(f"cannot edit {quote(display)}: not found", "FS_NOT_FOUND")
-            before = decode_text(snap.data)
-            if before is None:
-                raise FsError(f"cannot edit {quote(display)}: binary file", "FS_NOT_TEXT")
-            after = self._replace(before, old_string, new_string, replace_all, display)
+            observing = self.gate.observing()
+            seen = self.gate.seen(exec, target) if observing else None
+            texts: list[str] = []
 
-            def recheck(real: str) -> None:
-                self.gate.fence(exec, real, mode)
-                if current_version(target) != snap.version:
-                    raise stale("edit", display)
+            def plan(snap: Snapshot | None) -> bytes:
+                if observing:
+                    if seen is None:
+                        raise not_observed(display)
+                    if seen == ABSENT and snap is not None:
+                        raise stale("edit", display)
+                    if seen != ABSENT and (snap is None or snap.version != seen):
+                        raise stale("edit", display)
+                if snap is None:
+                    raise FsError(f"cannot edit {quote(display)}: not found", "FS_NOT_FOUND")
+                before = decode_text(snap.data)
+                if before is None:
+                    raise FsError(f"cannot edit {quote(display)}: binary file", "FS_NOT_TEXT")
+                after = self._replace(before, old_string, new_string, replace_all, display)
+                texts[:] = [before, after]
+                return after.encode("utf-8")
 
-            replace_file(target, after.encode("utf-8"), recheck)
-            self.gate.record(exec, target, current_version(target) or ABSENT)
+            done = await asyncio.to_thread(Rewrite(display, "edit", fence, plan, lambda: stale("edit", display)).run)
+            self.gate.record(exec, done.target, done.version or ABSENT)
+        before, after = texts
         if replace_all:
             message = f"The file {display} has been updated. All occurrences were successfully replaced."
         else:

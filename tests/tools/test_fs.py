@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pydsh.tools import files
 from pydsh.tools.registry import ToolOutcome
 from tests.tools.harness import FS, POLICY, Harness, harness, text_of
 
@@ -185,6 +187,37 @@ async def test_existing_permissions_are_kept(h: Harness, tmp_path: Path) -> None
     await h.call("read", {"file_path": "run.sh"})
     await h.call("write", {"file_path": "run.sh", "content": "echo 2\n"})
     assert target.stat().st_mode & 0o777 == 0o755
+
+
+async def test_writes_are_durable(h: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        steps.append("fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync-file")
+        real_fsync(fd)
+
+    def replace(*args: Any, **kwargs: Any) -> None:
+        steps.append("replace")
+        real_replace(*args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    assert not (await h.call("write", {"file_path": "d.txt", "content": "x"})).is_error
+    assert steps[-3:] == ["fsync-file", "replace", "fsync-dir"]
+
+
+async def test_writes_never_flip_the_umask(h: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    umask = os.umask(0o027)
+    os.umask(umask)
+
+    def flip(mask: int) -> int:
+        raise AssertionError("the umask was changed while a file tool ran")
+
+    monkeypatch.setattr(files, "_UMASK", None, raising=False)
+    monkeypatch.setattr(os, "umask", flip)
+    assert not (await h.call("write", {"file_path": "new.txt", "content": "x"})).is_error
+    assert (tmp_path / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 # -- edit ------------------------------------------------------------------------------------
