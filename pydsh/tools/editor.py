@@ -15,6 +15,7 @@ from typing import Any
 from pydsh.kernel.context import Context
 from pydsh.tools.files import ABSENT, Gate, Rewrite, Snapshot, canonical, load, path_lock
 from pydsh.tools.fs import not_observed, split_lines, stale
+from pydsh.tools.protected import protection
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 
 MAX_OUTPUT = 16000
@@ -120,7 +121,7 @@ class Editor:
             )
         command: str = args["command"]
         if command == "view":
-            return clip(self.view(path, args.get("view_range"), exec))
+            return clip(await self.view(path, args.get("view_range"), exec))
         if command == "create":
             return await self.create(path, _require(args, "file_text", command), exec)
         if command == "str_replace":
@@ -133,13 +134,15 @@ class Editor:
 
     # -- view -------------------------------------------------------------------------------
 
-    def view(self, path: str, view_range: list[int] | None, exec: ToolExec) -> str:
-        target = os.path.realpath(path)
+    async def view(self, path: str, view_range: list[int] | None, exec: ToolExec) -> str:
+        target = canonical(path)
+        guard = protection(self.ctx, exec)
         if os.path.isdir(target):
             if view_range is not None:
                 raise ToolError("The `view_range` parameter is not allowed when `path` points to a directory.")
-            return self._listing(path)
-        snap = load(target, path, "view")
+            guard.check(target, path, "view")
+            return await asyncio.to_thread(self._listing, path)
+        snap = await asyncio.to_thread(load, target, path, "view", lambda fd: guard.check_opened(fd, path, "view"))
         if snap is None:
             self.gate.record(exec, target, ABSENT)
             raise _missing(path)

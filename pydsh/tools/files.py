@@ -230,8 +230,13 @@ def directory_path(dir_fd: int, fallback: str) -> str:
         return fallback
 
 
-def load_at(dir_fd: int, name: str, display: str, verb: str) -> Snapshot | None:
-    """The regular file ``name`` in ``dir_fd`` (``None`` when missing); not following a final symlink."""
+def load_at(
+    dir_fd: int, name: str, display: str, verb: str, opened: Callable[[int], None] | None = None
+) -> Snapshot | None:
+    """The regular file ``name`` in ``dir_fd`` (``None`` when missing); not following a final symlink.
+
+    ``opened(fd)`` may refuse the file once it is open, before anything is read.
+    """
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     except (FileNotFoundError, NotADirectoryError):
@@ -240,6 +245,12 @@ def load_at(dir_fd: int, name: str, display: str, verb: str) -> Snapshot | None:
         if exc.errno == errno.ELOOP:
             raise PathChanged(name) from None
         raise
+    if opened is not None:
+        try:
+            opened(fd)
+        except BaseException:
+            os.close(fd)
+            raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
@@ -264,13 +275,13 @@ def version_at(dir_fd: int, name: str) -> Version | None:
     return version_of(st, data)
 
 
-def load(path: str, display: str, verb: str) -> Snapshot | None:
+def load(path: str, display: str, verb: str, opened: Callable[[int], None] | None = None) -> Snapshot | None:
     """The file at the canonical ``path`` (``None`` when missing); not regular: ``FS_NOT_REGULAR_FILE``."""
     dir_fd = open_directory(os.path.dirname(path), create=False, nofollow=False)
     if dir_fd is None:
         return None
     try:
-        return load_at(dir_fd, os.path.basename(path), display, verb)
+        return load_at(dir_fd, os.path.basename(path), display, verb, opened)
     finally:
         os.close(dir_fd)
 
