@@ -163,10 +163,15 @@ async def rg_glob(rg: str, root: str, pattern: str) -> list[tuple[int, str]]:
     code, out, err = await run_rg([*argv, "--", root], root)
     if code == 2 and not out:
         raise SearchError(f"glob search failed (exit 2): {err}", "SEARCH_FAILED")
+    return await asyncio.to_thread(mtimes, out.decode("utf-8", "surrogateescape").splitlines())
+
+
+def mtimes(paths: list[str]) -> list[tuple[int, str]]:
+    """``(mtime, path)`` of each path that still exists; blocking, so run off the event loop."""
     found = []
-    for line in out.decode("utf-8", "surrogateescape").splitlines():
+    for path in paths:
         try:
-            found.append((os.stat(line, follow_symlinks=False).st_mtime_ns, line))
+            found.append((os.stat(path, follow_symlinks=False).st_mtime_ns, path))
         except OSError:
             continue
     return found
