@@ -1,7 +1,8 @@
 """The ``read``, ``write`` and ``edit`` tools (spec 05 §4.1–4.3).
 
-Reads are never fenced. Writes and edits pass the sandbox escalation check, the file fence and
-the read-before-write observation policy (when composed), then replace the file atomically.
+Reads are never fenced (protected secrets aside, see ``protected.py``) and stream through their
+window. Writes and edits pass the sandbox escalation check, the file fence and the read-before-write
+observation policy (when composed), then replace the file atomically.
 """
 
 from __future__ import annotations
