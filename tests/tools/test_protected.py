@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,27 @@ def test_a_search_walking_into_proc_skips_the_harness_only() -> None:
     assert refused(f"/proc/{os.getpid()}/environ")
     assert refused(f"/proc/{os.getpid()}")
     assert not refused("/proc/cpuinfo")
+
+
+def test_threads_of_the_harness_count_as_its_process() -> None:
+    started, stop = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def worker() -> None:
+        tids.append(threading.get_native_id())
+        started.set()
+        stop.wait()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        started.wait()
+        assert tids[0] != os.getpid()
+        assert Protection(None).reason(f"/proc/{tids[0]}/environ") == PROCESS
+        assert Protection(None).reason("/proc/1/environ") is None or os.getpid() == 1
+    finally:
+        stop.set()
+        thread.join()
 
 
 async def test_credential_file_is_refused_even_unconfined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
