@@ -199,7 +199,7 @@ def open_directory(path: str, *, create: bool, nofollow: bool) -> int | None:
                     return None
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o777, dir_fd=fd)
-                    os.fsync(fd)
+                    sync_directory(fd)
                 child = _open_child(name, flags, fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _changed_at(fd, name):
@@ -382,7 +382,16 @@ def _replace_at(dir_fd: int, name: str, data: bytes, recheck: Callable[[], None]
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
-    os.fsync(dir_fd)
+    sync_directory(dir_fd)
+
+
+def sync_directory(dir_fd: int) -> None:
+    """fsync a directory so a rename or mkdir in it survives a crash; filesystems that cannot are skipped."""
+    try:
+        os.fsync(dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
 
 
 class Gate:
