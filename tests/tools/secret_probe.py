@@ -16,6 +16,8 @@ from typing import Any
 from tests.tools.harness import FS, POLICY, harness, text_of
 
 ROWS = [*FS, ("tool-fs-search", None), ("tool-bash", None), ("tool-str-replace-editor", None), *POLICY[:2]]
+PERSISTENT = [("tools", None), ("persistent-bash", None), *POLICY[:2]]
+SHELL_COMMANDS = ("env", "cat /proc/self/environ", "cat /proc/$PPID/environ", "cat /proc/$PPID/task/*/environ")
 MODES = ("read-only", "workspace-write", "danger-full-access")
 
 
@@ -28,10 +30,7 @@ def attempts() -> list[tuple[str, dict[str, Any]]]:
     calls += [("grep", {"pattern": "DEEPSEEK", "path": "environ-link"})]
     calls += [("glob", {"pattern": "*", "path": "/proc/self"})]
     calls += [("str_replace_editor", {"command": "view", "path": path}) for path in environ]
-    calls += [
-        ("bash", {"description": "Show the environment", "command": command})
-        for command in ("env", "cat /proc/self/environ", "cat /proc/$PPID/environ", "cat /proc/$PPID/task/*/environ")
-    ]
+    calls += [("bash", {"description": "Show the environment", "command": command}) for command in SHELL_COMMANDS]
     return calls
 
 
@@ -46,6 +45,15 @@ async def probe(workspace: Path) -> list[dict[str, Any]]:
                 results.append({"mode": mode, "tool": name, "args": args, "text": text_of(outcome)})
         finally:
             await h.close()
+        shell = await harness(workspace, [*PERSISTENT, ("permission", {"mode": mode})], startup=True)
+        try:
+            for command in SHELL_COMMANDS:
+                outcome = await shell.call("bash", {"command": command})
+                results.append(
+                    {"mode": mode, "tool": "persistent-bash", "args": {"command": command}, "text": text_of(outcome)}
+                )
+        finally:
+            await shell.close()
     return results
 
 
