@@ -63,8 +63,8 @@ def conceal_initial_environment() -> None:
     """Overwrite secret values in this process's initial environment block (once), keeping ``os.environ``.
 
     ``/proc/<pid>/environ`` reads that block, so an unconfined child could otherwise read the API key
-    back from its parent. The C environment is pointed at fresh copies so inherited environments
-    stay as they were.
+    back from its parent. The C environment is first pointed at fresh copies, so C code and
+    inherited environments keep seeing the values.
     """
     bounds = _environ_bounds()
     if bounds is None:
@@ -75,9 +75,9 @@ def conceal_initial_environment() -> None:
         name, sep, value = entry.partition(b"=")
         decoded = os.fsdecode(name)
         if sep and value and SECRET_NAME.search(decoded):
-            ctypes.memset(start + offset + len(name) + 1, ord("*"), len(value))
             if decoded in os.environ:
                 os.environ[decoded] = os.environ[decoded]
+            ctypes.memset(start + offset + len(name) + 1, ord("*"), len(value))
         offset += len(entry) + 1
 
 
