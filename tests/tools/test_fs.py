@@ -257,6 +257,18 @@ async def test_writes_are_durable(h: Harness, tmp_path: Path, monkeypatch: pytes
     assert steps[-3:] == ["fsync-file", "replace", "fsync-dir"]
 
 
+async def test_a_failed_recheck_leaves_the_file_and_no_temp_file(
+    h: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "kept.txt").write_text("old\n")
+    await h.call("read", {"file_path": "kept.txt"})
+    monkeypatch.setattr(files, "version_at", lambda dir_fd, name: None)
+    outcome = await h.call("write", {"file_path": "kept.txt", "content": "new\n"})
+    assert error_of(outcome)[1] == "FS_STALE_VERSION"
+    assert (tmp_path / "kept.txt").read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt"]
+
+
 async def test_writes_never_flip_the_umask(h: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     umask = os.umask(0o027)
     os.umask(umask)
