@@ -1,8 +1,9 @@
 """The ``sandbox`` service: sandbox mode, the file fence, bash confinement and escalation (spec 05 §5.3–5.6).
 
-The mode is a fold over the session's ``sandbox/mode`` events. File tools ask :meth:`Sandbox.allows`
-before writing; bash asks :meth:`Sandbox.confine` for a bubblewrap argv and never runs a confined
-mode unconfined. ``sandbox_permissions`` escalations go through the ``approval`` service.
+The mode is a fold over the session's ``sandbox/mode`` events. File tools fence their writes to
+:meth:`Sandbox.writable_roots` (checked on the canonical path and on the directory fd they write
+through); bash asks :meth:`Sandbox.confine` for a bubblewrap argv and never runs a confined mode
+unconfined. ``sandbox_permissions`` escalations go through the ``approval`` service.
 """
 
 from __future__ import annotations
@@ -63,11 +64,6 @@ def denial(mode: str, subject: str | None) -> str:
     """The denial marker, plus the escalation hint line for ``command``/``operation`` subjects."""
     marker = DENIAL.format(mode=mode)
     return f"{marker}\n{HINT.format(subject=subject)}" if subject else marker
-
-
-def canonical(path: str) -> str:
-    """Symlinks of the longest existing prefix resolved, the rest appended, later ``..`` lexical."""
-    return os.path.realpath(path)
 
 
 def temp_roots() -> list[str]:
@@ -185,11 +181,6 @@ class Sandbox:
         if mode == "read-only":
             return ["/dev/null"]
         return [self.workspace_root(session), *temp_roots()]
-
-    def allows(self, session: Session | None, path: str, mode: str) -> bool:
-        """Whether ``path`` (absolute) may be written under ``mode``; symlinks are resolved first."""
-        roots = self.writable_roots(mode, session)
-        return roots is None or within(canonical(path), roots)
 
     # -- bash confinement -------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import re
 import signal
 from typing import Any
 
@@ -22,10 +21,10 @@ from pydsh.kernel.context import Context
 from pydsh.tools.files import current_dir, escalated_mode, resolve
 from pydsh.tools.jobs import Job, JobRegistry
 from pydsh.tools.process import Run
+from pydsh.tools.protected import child_environ
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 from pydsh.tools.schema import compact_json
 
-SECRET_NAME = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
 READ_ONLY_FS = "read-only file system"
 PROMOTED = (
     "[still running after {ms}ms; moved to background job {job}]\n"
@@ -91,7 +90,7 @@ def parameters(sandboxed: bool, background: bool) -> dict[str, Any]:
 
 def shell_env(ctx: Context, exec: ToolExec) -> dict[str, str]:
     """The parent environment minus secrets and ``DSH_*``, plus the managed ``DSH_*`` facts."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_") and not SECRET_NAME.search(k)}
+    env = child_environ()
     env["DSH_HOME"] = str(dsh_home())
     env["DSH_SHELL"] = "1"
     session = exec.session

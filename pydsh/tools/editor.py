@@ -6,13 +6,16 @@ fence denial is the bare marker (this tool has no escalation fields).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydsh.kernel.context import Context
-from pydsh.tools.files import ABSENT, Gate, current_version, load, path_lock, replace_file
+from pydsh.tools.files import ABSENT, Gate, Rewrite, Snapshot, canonical, load, path_lock
 from pydsh.tools.fs import not_observed, split_lines, stale
+from pydsh.tools.protected import protection
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 
 MAX_OUTPUT = 16000
@@ -118,7 +121,7 @@ class Editor:
             )
         command: str = args["command"]
         if command == "view":
-            return clip(self.view(path, args.get("view_range"), exec))
+            return clip(await self.view(path, args.get("view_range"), exec))
         if command == "create":
             return await self.create(path, _require(args, "file_text", command), exec)
         if command == "str_replace":
@@ -131,13 +134,15 @@ class Editor:
 
     # -- view -------------------------------------------------------------------------------
 
-    def view(self, path: str, view_range: list[int] | None, exec: ToolExec) -> str:
-        target = os.path.realpath(path)
+    async def view(self, path: str, view_range: list[int] | None, exec: ToolExec) -> str:
+        target = canonical(path)
+        guard = protection(self.ctx, exec)
         if os.path.isdir(target):
             if view_range is not None:
                 raise ToolError("The `view_range` parameter is not allowed when `path` points to a directory.")
-            return self._listing(path)
-        snap = load(target, path, "view")
+            guard.check(target, path, "view")
+            return await asyncio.to_thread(self._listing, path)
+        snap = await asyncio.to_thread(load, target, path, "view", lambda fd: guard.check_opened(fd, path, "view"))
         if snap is None:
             self.gate.record(exec, target, ABSENT)
             raise _missing(path)
@@ -199,51 +204,54 @@ class Editor:
 
     # -- mutations --------------------------------------------------------------------------
 
-    def _write(self, exec: ToolExec, path: str, target: str, data: str, *, expected: Any, verb: str) -> None:
-        mode = self._mode(exec)
+    async def _rewrite(self, exec: ToolExec, path: str, verb: str, change: Callable[[Snapshot | None], str]) -> None:
+        """Replace ``path`` with ``change(current)`` through the fenced directory walk, off the event loop."""
+        fence = self.gate.fence_for(exec, self._mode(exec), hint=False)
+        target = canonical(path)
+        fence.check(target)
+        async with path_lock(target):
+            if verb == "write" and (os.path.lexists(path) or os.path.exists(target)):
+                raise _exists(path)
+            check = self._observation(exec, path, target)
 
-        def recheck(real: str) -> None:
-            self.gate.fence(exec, real, mode, hint=False)
-            if current_version(target) != expected:
-                raise stale(verb, path)
+            def plan(snap: Snapshot | None) -> bytes:
+                check(snap)
+                return change(snap).encode("utf-8")
 
-        replace_file(target, data.encode("utf-8"), recheck)
-        self.gate.record(exec, target, current_version(target) or ABSENT)
+            done = await asyncio.to_thread(Rewrite(path, verb, fence, plan, lambda: stale(verb, path)).run)
+            self.gate.record(exec, done.target, done.version or ABSENT)
 
     def _mode(self, exec: ToolExec) -> str | None:
         sandbox = self.ctx.get("sandbox")
         return str(sandbox.mode(exec.session)) if sandbox is not None else None
 
-    def _observed(self, exec: ToolExec, path: str, target: str, version: Any) -> None:
-        if not self.gate.observing():
-            return
-        seen = self.gate.seen(exec, target)
-        if seen is None or seen == ABSENT:
-            raise not_observed(path)
-        if seen != version:
-            raise stale("edit", path)
+    def _observation(self, exec: ToolExec, path: str, target: str) -> Callable[[Snapshot | None], None]:
+        """The read-before-write check of an existing file, bound to what this call has seen."""
+        observing = self.gate.observing()
+        seen = self.gate.seen(exec, target) if observing else None
+
+        def check(snap: Snapshot | None) -> None:
+            if snap is None or not observing:
+                return
+            if seen is None or seen == ABSENT:
+                raise not_observed(path)
+            if seen != snap.version:
+                raise stale("edit", path)
+
+        return check
 
     async def create(self, path: str, text: str, exec: ToolExec) -> str:
-        target = os.path.realpath(path)
-        self.gate.fence(exec, target, self._mode(exec), hint=False)
-        async with path_lock(target):
-            if os.path.lexists(path) or os.path.exists(target):
-                raise ToolError(f"File already exists at: {path}. Cannot overwrite files using command `create`.")
-            self._write(exec, path, target, text, expected=None, verb="write")
+        def change(snap: Snapshot | None) -> str:
+            if snap is not None:
+                raise _exists(path)
+            return text
+
+        await self._rewrite(exec, path, "write", change)
         return f"New file created successfully at: {path}"
 
-    def _existing(self, path: str, exec: ToolExec) -> tuple[str, str, Any]:
-        target = os.path.realpath(path)
-        self.gate.fence(exec, target, self._mode(exec), hint=False)
-        snap = load(target, path, "edit")
-        if snap is None:
-            raise _missing(path)
-        self._observed(exec, path, target, snap.version)
-        return target, snap.data.decode("utf-8", "replace"), snap.version
-
     async def str_replace(self, path: str, old: str, new: str, exec: ToolExec) -> str:
-        async with path_lock(os.path.realpath(path)):
-            target, content, version = self._existing(path, exec)
+        def change(snap: Snapshot | None) -> str:
+            content = _existing(snap, path)
             count = content.count(old)
             if count == 0:
                 raise ToolError(f"No replacement was performed, old_str `{old}` did not appear verbatim in {path}.")
@@ -253,13 +261,14 @@ class Editor:
                     f"No replacement was performed. Multiple occurrences of old_str `{old}` in lines {starts}. "
                     "Please ensure it is unique"
                 )
-            self._write(exec, path, target, content.replace(old, new, 1), expected=version, verb="edit")
+            return content.replace(old, new, 1)
+
+        await self._rewrite(exec, path, "edit", change)
         return f"The file {path} has been edited successfully."
 
     async def insert(self, path: str, line: int, text: str, exec: ToolExec) -> str:
-        async with path_lock(os.path.realpath(path)):
-            target, content, version = self._existing(path, exec)
-            lines = _LINE.findall(content)
+        def change(snap: Snapshot | None) -> str:
+            lines = _LINE.findall(_existing(snap, path))
             if not 0 <= line <= len(lines):
                 raise ToolError(
                     f"Invalid `insert_line` parameter: {line}. It should be within the range of lines of the file: "
@@ -269,8 +278,21 @@ class Editor:
             if before and not before[-1].endswith("\n"):
                 before[-1] += "\n"
             block = text if text.endswith("\n") else text + "\n"
-            self._write(exec, path, target, "".join([*before, block, *lines[line:]]), expected=version, verb="edit")
+            return "".join([*before, block, *lines[line:]])
+
+        await self._rewrite(exec, path, "edit", change)
         return f"The file {path} has been edited successfully."
+
+
+def _exists(path: str) -> ToolError:
+    return ToolError(f"File already exists at: {path}. Cannot overwrite files using command `create`.")
+
+
+def _existing(snap: Snapshot | None, path: str) -> str:
+    """The text of the file being edited; a missing file is the editor's missing-path error."""
+    if snap is None:
+        raise _missing(path)
+    return snap.data.decode("utf-8", "replace")
 
 
 name = "tool-str-replace-editor"

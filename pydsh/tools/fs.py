@@ -1,12 +1,18 @@
 """The ``read``, ``write`` and ``edit`` tools (spec 05 §4.1–4.3).
 
-Reads are never fenced. Writes and edits pass the sandbox escalation check, the file fence and
-the read-before-write observation policy (when composed), then replace the file atomically.
+Reads are never fenced (protected secrets aside, see ``protected.py``) and stream through their
+window. Writes and edits pass the sandbox escalation check, the file fence and the read-before-write
+observation policy (when composed), then replace the file atomically.
 """
 
 from __future__ import annotations
 
+import asyncio
+import codecs
+import hashlib
 import os
+import stat
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -15,21 +21,27 @@ from pydsh.agent.cwd import quote
 from pydsh.kernel.context import Context
 from pydsh.tools.files import (
     ABSENT,
+    MAX_HASHED,
     FsError,
     Gate,
-    current_version,
+    Rewrite,
+    Snapshot,
+    Version,
+    canonical,
     decode_text,
-    load,
     path_lock,
-    replace_file,
     resolve,
 )
 from pydsh.tools.pipeline import text
+from pydsh.tools.protected import Protection, protection
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 
 MAX_LINES = 2000
 MAX_LINE_CHARS = 2000
 MAX_BYTES = 51200
+LINE_KEEP_BYTES = 4 * (MAX_LINE_CHARS + 2)
+"""Bytes of a selected line kept while streaming: enough for 2001 characters of four bytes each."""
+READ_CHUNK = 1 << 20
 
 SANDBOX_PROPERTIES = {
     "sandbox_permissions": {
@@ -170,62 +182,101 @@ def not_observed(display: str) -> FsError:
     )
 
 
-class FsTools:
-    """Bodies of the three tools, bound to the plugin's context for service lookups."""
+class LineWindow:
+    """The ``read`` window of a file fed chunk by chunk: selected lines, total lines, and binary detection.
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.gate = Gate(ctx)
+    Memory stays bounded by the window: lines outside it are only counted, and a selected line keeps
+    at most the bytes that can reach the 2000-character cut.
+    """
 
-    # -- read -------------------------------------------------------------------------------
+    def __init__(self, offset: int, limit: int) -> None:
+        self.offset = offset
+        self.last = offset + limit - 1
+        self.selected: list[dict[str, Any]] = []
+        self.size = 0
+        self.capped = False
+        self.binary = False
+        self.newlines = 0
+        self.ends_with_newline = True
+        self.line = bytearray()
+        self.overflow = False
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
 
-    def read(self, args: dict[str, Any], exec: ToolExec) -> tuple[str, dict[str, Any]]:
-        offset = positive_int(args.get("offset", 1))
-        if offset is None:
-            raise ToolError("offset must be a positive integer")
-        limit = MAX_LINES
-        if "limit" in args:
-            raw_limit = args["limit"]
-            if raw_limit > MAX_LINES:
-                raise ToolError(f"limit must be less than or equal to {MAX_LINES}")
-            checked = positive_int(raw_limit)
-            if checked is None:
-                raise ToolError("limit must be a positive integer")
-            limit = checked
-        display = resolve(self.ctx, exec, args["file_path"])
-        target = os.path.realpath(display)
-        snap = load(target, display, "read")
-        if snap is None:
-            self.gate.record(exec, target, ABSENT)
-            raise FsError(f"cannot read {quote(display)}: not found", "FS_NOT_FOUND")
-        self.gate.record(exec, target, snap.version)
-        content = decode_text(snap.data)
-        if content is None:
-            raise FsError(f"cannot read {quote(display)}: binary file", "FS_NOT_TEXT")
-        lines = split_lines(content)
-        total = len(lines)
-        if offset > max(total, 1):
-            raise FsError(f"offset {offset} is out of range for {quote(display)} ({total} lines)", "FS_NOT_FOUND")
-        return self._window(display, lines, offset, limit)
+    @property
+    def total(self) -> int:
+        return self.newlines + (0 if self.ends_with_newline else 1)
 
-    @staticmethod
-    def _window(display: str, lines: list[str], offset: int, limit: int) -> tuple[str, dict[str, Any]]:
-        total = len(lines)
-        selected: list[dict[str, Any]] = []
-        size = 0
-        capped = False
-        for number in range(offset, min(total, offset + limit - 1) + 1):
-            line = lines[number - 1]
-            if len(line) > MAX_LINE_CHARS:
-                line = line[:MAX_LINE_CHARS] + f"... (line truncated to {MAX_LINE_CHARS} chars)"
-            cost = len(line.encode("utf-8")) + (1 if selected else 0)
-            if size + cost > MAX_BYTES:
-                capped = True
+    def collecting(self) -> bool:
+        return not self.capped and self.newlines + 1 <= self.last
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take the next chunk; ``False`` once the file is known to be binary (reading can stop)."""
+        if b"\0" in chunk:
+            self.binary = True
+            return False
+        try:
+            self._decoder.decode(chunk)
+        except UnicodeDecodeError:
+            self.binary = True
+            return False
+        pos = 0
+        while pos < len(chunk) and self.collecting():
+            end = chunk.find(b"\n", pos)
+            number = self.newlines + 1
+            if number >= self.offset:
+                self._keep(chunk[pos : end if end >= 0 else len(chunk)])
+            if end < 0:
+                pos = len(chunk)
                 break
-            size += cost
-            selected.append({"number": number, "text": line})
+            if number >= self.offset:
+                self._select(number)
+            self.newlines += 1
+            pos = end + 1
+        self.newlines += chunk.count(b"\n", pos)
+        self.ends_with_newline = chunk.endswith(b"\n")
+        return True
+
+    def finish(self) -> None:
+        """End of file: an unterminated last line counts, and a cut UTF-8 sequence at the very end is binary."""
+        try:
+            self._decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            self.binary = True
+            return
+        number = self.newlines + 1
+        if not self.ends_with_newline and self.collecting() and number >= self.offset:
+            self._select(number)
+
+    def _keep(self, piece: bytes) -> None:
+        room = LINE_KEEP_BYTES - len(self.line)
+        if len(piece) > room:
+            self.overflow = True
+        self.line += piece[: max(room, 0)]
+
+    def _select(self, number: int) -> None:
+        if self.overflow:
+            line = self.line.decode("utf-8", "ignore")
+        else:
+            line = self.line.decode("utf-8")
+            line = line[:-1] if line.endswith("\r") else line
+        self.line = bytearray()
+        self.overflow = False
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + f"... (line truncated to {MAX_LINE_CHARS} chars)"
+        cost = len(line.encode("utf-8")) + (1 if self.selected else 0)
+        if self.size + cost > MAX_BYTES:
+            self.capped = True
+            return
+        self.size += cost
+        self.selected.append({"number": number, "text": line})
+
+    def render(self, display: str) -> tuple[str, dict[str, Any]]:
+        """The result text and meta of spec 05 §4.1."""
+        total = self.total
+        selected = self.selected
+        offset = self.offset
         end = selected[-1]["number"] if selected else offset - 1
-        if capped:
+        if self.capped:
             footer = f"(Output capped. Showing lines {offset}-{end}. Use offset={end + 1} to continue.)"
         elif end < total:
             footer = f"(Showing lines {offset}-{end} of {total}. Use offset={end + 1} to continue.)"
@@ -239,31 +290,105 @@ class FsTools:
             meta["lang"] = lang
         return file_block(display, body), meta
 
+
+@dataclass(frozen=True)
+class Scan:
+    """A file streamed through a :class:`LineWindow` and the version it was read at."""
+
+    version: Version
+    window: LineWindow
+
+
+def scan_file(target: str, display: str, guard: Protection, window: LineWindow) -> Scan | None:
+    """Stream ``target`` through ``window`` (``None`` when missing); the hash only up to 8 MiB. Blocking."""
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        guard.check_opened(fd, display, "read")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FsError(f"cannot read {quote(display)}: not a regular file", "FS_NOT_REGULAR_FILE")
+        hasher = hashlib.sha256() if st.st_size <= MAX_HASHED else None
+        feeding = True
+        while chunk := os.read(fd, READ_CHUNK):
+            if hasher is not None:
+                hasher.update(chunk)
+            feeding = feeding and window.feed(chunk)
+            if not feeding and hasher is None:
+                break
+        if feeding:
+            window.finish()
+    finally:
+        os.close(fd)
+    digest = hasher.hexdigest() if hasher is not None else None
+    return Scan((st.st_ino, st.st_size, st.st_mtime_ns, digest), window)
+
+
+class FsTools:
+    """Bodies of the three tools, bound to the plugin's context for service lookups."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.gate = Gate(ctx)
+
+    # -- read -------------------------------------------------------------------------------
+
+    async def read(self, args: dict[str, Any], exec: ToolExec) -> tuple[str, dict[str, Any]]:
+        offset = positive_int(args.get("offset", 1))
+        if offset is None:
+            raise ToolError("offset must be a positive integer")
+        limit = MAX_LINES
+        if "limit" in args:
+            raw_limit = args["limit"]
+            if raw_limit > MAX_LINES:
+                raise ToolError(f"limit must be less than or equal to {MAX_LINES}")
+            checked = positive_int(raw_limit)
+            if checked is None:
+                raise ToolError("limit must be a positive integer")
+            limit = checked
+        display = resolve(self.ctx, exec, args["file_path"])
+        target = canonical(display)
+        guard = protection(self.ctx, exec)
+        scan = await asyncio.to_thread(scan_file, target, display, guard, LineWindow(offset, limit))
+        if scan is None:
+            self.gate.record(exec, target, ABSENT)
+            raise FsError(f"cannot read {quote(display)}: not found", "FS_NOT_FOUND")
+        self.gate.record(exec, target, scan.version)
+        window = scan.window
+        if window.binary:
+            raise FsError(f"cannot read {quote(display)}: binary file", "FS_NOT_TEXT")
+        if offset > max(window.total, 1):
+            raise FsError(
+                f"offset {offset} is out of range for {quote(display)} ({window.total} lines)", "FS_NOT_FOUND"
+            )
+        return window.render(display)
+
     # -- write ------------------------------------------------------------------------------
 
     async def write(self, args: dict[str, Any], exec: ToolExec) -> tuple[str, dict[str, Any]]:
         display = resolve(self.ctx, exec, args["file_path"])
         content: str = args["content"]
         mode = await self.gate.mode(exec, args)
-        target = os.path.realpath(display)
-        self.gate.fence(exec, target, mode)
+        fence = self.gate.fence_for(exec, mode)
+        target = canonical(display)
+        fence.check(target)
         async with path_lock(target):
-            snap = load(target, display, "write")
-            if self.gate.observing():
-                seen = self.gate.seen(exec, target)
-                if snap is not None and (seen is None or seen == ABSENT):
-                    raise not_observed(display)
-                if seen not in (None, ABSENT) and (snap is None or snap.version != seen):
-                    raise stale("write", display)
-            expected = snap.version if snap is not None else None
+            observing = self.gate.observing()
+            seen = self.gate.seen(exec, target) if observing else None
 
-            def recheck(real: str) -> None:
-                self.gate.fence(exec, real, mode)
-                if current_version(target) != expected:
-                    raise stale("write", display)
+            def plan(snap: Snapshot | None) -> bytes:
+                if observing:
+                    if snap is not None and (seen is None or seen == ABSENT):
+                        raise not_observed(display)
+                    if seen not in (None, ABSENT) and (snap is None or snap.version != seen):
+                        raise stale("write", display)
+                return content.encode("utf-8")
 
-            replace_file(target, content.encode("utf-8"), recheck)
-            self.gate.record(exec, target, current_version(target) or ABSENT)
+            done = await asyncio.to_thread(Rewrite(display, "write", fence, plan, lambda: stale("write", display)).run)
+            self.gate.record(exec, done.target, done.version or ABSENT)
+        snap = done.before
         old = snap.data.decode("utf-8", "replace") if snap is not None else None
         meta = {
             "operation": "create" if snap is None else "update",
@@ -282,32 +407,34 @@ class FsTools:
             raise ToolError("old_string must be a non-empty string")
         display = resolve(self.ctx, exec, args["file_path"])
         mode = await self.gate.mode(exec, args)
-        target = os.path.realpath(display)
-        self.gate.fence(exec, target, mode)
+        fence = self.gate.fence_for(exec, mode)
+        target = canonical(display)
+        fence.check(target)
         async with path_lock(target):
-            snap = load(target, display, "edit")
-            if self.gate.observing():
-                seen = self.gate.seen(exec, target)
-                if seen is None:
-                    raise not_observed(display)
-                if seen == ABSENT and snap is not None:
-                    raise stale("edit", display)
-                if seen != ABSENT and (snap is None or snap.version != seen):
-                    raise stale("edit", display)
-            if snap is None:
-                raise FsError(f"cannot edit {quote(display)}: not found", "FS_NOT_FOUND")
-            before = decode_text(snap.data)
-            if before is None:
-                raise FsError(f"cannot edit {quote(display)}: binary file", "FS_NOT_TEXT")
-            after = self._replace(before, old_string, new_string, replace_all, display)
+            observing = self.gate.observing()
+            seen = self.gate.seen(exec, target) if observing else None
+            texts: list[str] = []
 
-            def recheck(real: str) -> None:
-                self.gate.fence(exec, real, mode)
-                if current_version(target) != snap.version:
-                    raise stale("edit", display)
+            def plan(snap: Snapshot | None) -> bytes:
+                if observing:
+                    if seen is None:
+                        raise not_observed(display)
+                    if seen == ABSENT and snap is not None:
+                        raise stale("edit", display)
+                    if seen != ABSENT and (snap is None or snap.version != seen):
+                        raise stale("edit", display)
+                if snap is None:
+                    raise FsError(f"cannot edit {quote(display)}: not found", "FS_NOT_FOUND")
+                before = decode_text(snap.data)
+                if before is None:
+                    raise FsError(f"cannot edit {quote(display)}: binary file", "FS_NOT_TEXT")
+                after = self._replace(before, old_string, new_string, replace_all, display)
+                texts[:] = [before, after]
+                return after.encode("utf-8")
 
-            replace_file(target, after.encode("utf-8"), recheck)
-            self.gate.record(exec, target, current_version(target) or ABSENT)
+            done = await asyncio.to_thread(Rewrite(display, "edit", fence, plan, lambda: stale("edit", display)).run)
+            self.gate.record(exec, done.target, done.version or ABSENT)
+        before, after = texts
         if replace_all:
             message = f"The file {display} has been updated. All occurrences were successfully replaced."
         else:

@@ -21,6 +21,7 @@ from pydsh.agent.cwd import quote
 from pydsh.kernel.context import Context
 from pydsh.tools.files import FsError, current_dir, resolve
 from pydsh.tools.globs import Rule, compile_glob, ignored, parse_ignore
+from pydsh.tools.protected import Protection, child_environ, protection
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 from pydsh.tools.spill import save
 
@@ -81,23 +82,25 @@ def display(path: str, cwd: str) -> str:
     return path[len(prefix) :] if path.startswith(prefix) else path
 
 
-def search_root(ctx: Context, exec: ToolExec, args: dict[str, Any]) -> str:
+def search_root(ctx: Context, exec: ToolExec, args: dict[str, Any]) -> tuple[str, Protection]:
+    """The directory or file to search and the read refusals that apply to it and below it."""
     raw = args.get("path")
-    if raw is None:
-        return current_dir(ctx, exec)
-    if not raw:
+    root = current_dir(ctx, exec) if raw is None else resolve(ctx, exec, raw) if raw else None
+    if root is None:
         raise ToolError("path must be a non-empty string when given")
-    root = resolve(ctx, exec, raw)
     if not os.path.exists(root):
         raise FsError(f"cannot read {quote(root)}: not found", "FS_NOT_FOUND")
-    return root
+    guard = protection(ctx, exec)
+    guard.check(os.path.realpath(root), root, "read")
+    return root, guard
 
 
 async def run_rg(argv: list[str], cwd: str) -> tuple[int, bytes, str]:
-    """Run ripgrep to completion (killed if the call is aborted); returns (exit code, stdout, stderr)."""
+    """Run ripgrep to completion (killed if the call is aborted) with the tools' scrubbed environment."""
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=cwd,
+        env=child_environ(),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -160,10 +163,15 @@ async def rg_glob(rg: str, root: str, pattern: str) -> list[tuple[int, str]]:
     code, out, err = await run_rg([*argv, "--", root], root)
     if code == 2 and not out:
         raise SearchError(f"glob search failed (exit 2): {err}", "SEARCH_FAILED")
+    return await asyncio.to_thread(mtimes, out.decode("utf-8", "surrogateescape").splitlines())
+
+
+def mtimes(paths: list[str]) -> list[tuple[int, str]]:
+    """``(mtime, path)`` of each path that still exists; blocking, so run off the event loop."""
     found = []
-    for line in out.decode("utf-8", "surrogateescape").splitlines():
+    for path in paths:
         try:
-            found.append((os.stat(line, follow_symlinks=False).st_mtime_ns, line))
+            found.append((os.stat(path, follow_symlinks=False).st_mtime_ns, path))
         except OSError:
             continue
     return found
@@ -179,7 +187,7 @@ class SearchTools:
         pattern: str = args["pattern"]
         if not pattern:
             raise ToolError("pattern must be a non-empty string")
-        root = search_root(self.ctx, exec, args)
+        root, _guard = search_root(self.ctx, exec, args)
         if not os.path.isdir(root):
             raise ToolError(f"path is not a directory: {quote(root)}")
         rg = shutil.which("rg")
@@ -204,16 +212,17 @@ class SearchTools:
     async def grep(self, args: dict[str, Any], exec: ToolExec) -> str:
         pattern: str = args["pattern"]
         include: str | None = args.get("include")
-        root = search_root(self.ctx, exec, args)
+        root, guard = search_root(self.ctx, exec, args)
+        refused = guard.within(root)
         rg = shutil.which("rg")
         if rg is not None:
-            matches = await rg_grep(rg, root, pattern, include)
+            matches = (await rg_grep(rg, root, pattern, include)).without(refused)
         else:
             try:
                 regex = re.compile(pattern, re.MULTILINE)
             except re.error as exc:
                 raise SearchError(f"grep pattern rejected: {exc}", "SEARCH_INVALID_PATTERN") from None
-            matches = await in_thread(lambda stop: PythonGrep(root, regex, include, stop).run())
+            matches = await in_thread(lambda stop: PythonGrep(root, regex, include, stop, refused).run())
         return format_grep(matches, current_dir(self.ctx, exec), exec)
 
 
@@ -230,6 +239,15 @@ class Matches:
     def add(self, path: str, number: int, text: str) -> None:
         self.files.setdefault(path, []).append((number, text))
         self.count += 1
+
+    def without(self, refused: Callable[[str], bool]) -> Matches:
+        """These matches minus the files a search must not show."""
+        kept = Matches()
+        for path, lines in self.files.items():
+            if not refused(path):
+                kept.files[path] = lines
+                kept.count += len(lines)
+        return kept
 
 
 def line_text(raw: bytes) -> str:
@@ -335,8 +353,16 @@ class PythonGrep:
     An ``include`` glob, like ripgrep's ``--glob``, selects files even when they are hidden or ignored.
     """
 
-    def __init__(self, root: str, regex: re.Pattern[str], include: str | None, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        root: str,
+        regex: re.Pattern[str],
+        include: str | None,
+        stop: threading.Event,
+        refused: Callable[[str], bool],
+    ) -> None:
         self.root = root
+        self.refused = refused
         self.regex = regex
         self.include = compile_glob(include) if include else None
         self.stop = stop
@@ -346,7 +372,7 @@ class PythonGrep:
     def run(self) -> Matches:
         if os.path.isdir(self.root):
             self.walk(self.root, _inherited_rules(self.root))
-        else:
+        elif not self.refused(self.root):
             grep_file(self.root, self.regex, self.matches)
         return self.matches
 
@@ -359,6 +385,8 @@ class PythonGrep:
         except OSError:
             return
         for entry in entries:
+            if self.refused(entry.path):
+                continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import shutil
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,21 +93,41 @@ async def test_reads_are_never_fenced(ws: Harness, outside: Path) -> None:
     assert "1: readable" in await ws.text("read", {"file_path": str(outside / "r.txt")})
 
 
-async def test_recheck_before_replace_catches_a_swapped_directory(
+async def test_directory_swapped_before_the_walk_is_denied(
     ws: Harness, tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     w = tmp_path / "w"
     (w / "d").mkdir()
-    real_load = files.load
+    real_open = files.open_directory
 
-    def swap_then_load(path: str, display: str, verb: str) -> Any:
-        shutil.rmtree(w / "d")
-        (w / "d").symlink_to(outside)
-        return real_load(path, display, verb)
+    def swap_then_open(path: str, *, create: bool, nofollow: bool) -> int | None:
+        if (w / "d").is_dir() and not (w / "d").is_symlink():
+            os.rename(w / "d", w / "aside")
+            (w / "d").symlink_to(outside)
+        return real_open(path, create=create, nofollow=nofollow)
 
-    monkeypatch.setattr("pydsh.tools.fs.load", swap_then_load)
+    monkeypatch.setattr(files, "open_directory", swap_then_open)
     outcome = await ws.call("write", {"file_path": "d/f.txt", "content": "x"})
     assert text_of(outcome) == denied("workspace-write")
+    assert list(outside.iterdir()) == []
+
+
+async def test_directory_swapped_after_the_walk_keeps_the_write_inside(
+    ws: Harness, tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = tmp_path / "w"
+    (w / "d").mkdir()
+    real_load = files.load_at
+
+    def swap_then_load(dir_fd: int, name: str, display: str, verb: str) -> Any:
+        os.rename(w / "d", w / "aside")
+        (w / "d").symlink_to(outside)
+        return real_load(dir_fd, name, display, verb)
+
+    monkeypatch.setattr(files, "load_at", swap_then_load)
+    outcome = await ws.call("write", {"file_path": "d/f.txt", "content": "x"})
+    assert not outcome.is_error
+    assert (w / "aside" / "f.txt").read_text() == "x"
     assert list(outside.iterdir()) == []
 
 
@@ -128,3 +152,72 @@ async def test_danger_full_access_writes_anywhere(tmp_path: Path, outside: Path)
         assert (outside / "o.txt").read_text() == "o"
     finally:
         await h.close()
+
+
+AT_FDCWD = -100
+RENAME_EXCHANGE = 2
+SYSCALLS = {"x86_64": 316, "aarch64": 276}
+ITERATIONS = 300
+TIME_BOUND_S = 60.0
+
+
+def exchanger() -> Callable[[bytes, bytes], int] | None:
+    """A ``renameat2(RENAME_EXCHANGE)`` caller from libc, else the raw syscall; ``None`` when neither exists."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    function = getattr(libc, "renameat2", None)
+    if function is not None:
+        return lambda a, b: int(function(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE))
+    number = SYSCALLS.get(platform.machine())
+    if number is None:
+        return None
+    return lambda a, b: int(libc.syscall(number, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE))
+
+
+def probe(swap: Callable[[bytes, bytes], int], tmp_path: Path) -> bool:
+    """Whether the kernel and filesystem support the exchange at all."""
+    (tmp_path / "probe-a").mkdir()
+    (tmp_path / "probe-b").symlink_to(tmp_path)
+    ok = swap(bytes(tmp_path / "probe-a"), bytes(tmp_path / "probe-b")) == 0
+    os.unlink(tmp_path / "probe-a")
+    os.rmdir(tmp_path / "probe-b")
+    return ok
+
+
+async def test_racing_directory_swap_never_lands_outside(tmp_path: Path, outside: Path) -> None:
+    swap = exchanger()
+    if swap is None or not probe(swap, tmp_path):
+        pytest.skip("renameat2(RENAME_EXCHANGE) is not available on this kernel or libc")
+    h = await world(tmp_path, "workspace-write")
+    w = tmp_path / "w"
+    (w / "d").mkdir()
+    (w / "l").symlink_to(outside)
+    stop = threading.Event()
+
+    def race() -> None:
+        a, b = bytes(w / "d"), bytes(w / "l")
+        while not stop.is_set():
+            swap(a, b)
+
+    racer = threading.Thread(target=race, daemon=True)
+    racer.start()
+    written = 0
+    errors: set[str] = set()
+    deadline = time.monotonic() + TIME_BOUND_S
+    try:
+        for i in range(ITERATIONS):
+            if time.monotonic() > deadline:
+                break
+            outcome = await h.call("write", {"file_path": f"d/f{i}.txt", "content": f"{i}\n"})
+            if outcome.is_error:
+                errors.add(text_of(outcome))
+            else:
+                written += 1
+    finally:
+        stop.set()
+        racer.join()
+        await h.close()
+    assert list(outside.iterdir()) == []
+    assert not [p for p in tmp_path.rglob(".pydsh-*.tmp")]
+    assert errors <= {denied("workspace-write")}
+    real = w / "d" if (w / "d").is_dir() and not (w / "d").is_symlink() else w / "l"
+    assert len(list(real.iterdir())) == written

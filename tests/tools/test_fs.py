@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import random
+import stat
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pydsh.tools import files
+from pydsh.tools.fs import LineWindow, split_lines
 from pydsh.tools.registry import ToolOutcome
 from tests.tools.harness import FS, POLICY, Harness, harness, text_of
 
@@ -99,6 +104,53 @@ async def test_read_errors(h: Harness, tmp_path: Path, args: dict[str, Any], mes
     assert error_of(outcome) == ("Error: " + message.replace("{W}", str(tmp_path)), code)
 
 
+def reference_window(content: str, offset: int, limit: int) -> tuple[list[tuple[int, str]], int, bool]:
+    """The whole-file algorithm of spec 05 §4.1, for comparing the streaming window against."""
+    lines = split_lines(content)
+    selected: list[tuple[int, str]] = []
+    size = 0
+    for number in range(offset, min(len(lines), offset + limit - 1) + 1):
+        line = lines[number - 1]
+        if len(line) > 2000:
+            line = line[:2000] + "... (line truncated to 2000 chars)"
+        cost = len(line.encode("utf-8")) + (1 if selected else 0)
+        if size + cost > 51200:
+            return selected, len(lines), True
+        size += cost
+        selected.append((number, line))
+    return selected, len(lines), False
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 4096])
+def test_streamed_window_matches_the_whole_file_reading(chunk: int) -> None:
+    rng = random.Random(chunk)
+    pieces = ["a", "é", "😀", "\r", "\n", "\n", "x" * 1999, "y" * 2003, "€" * 2001, "z" * 30000]
+    for _ in range(60):
+        content = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        data = content.encode("utf-8")
+        offset, limit = rng.randint(1, 4), rng.randint(1, 5)
+        window = LineWindow(offset, limit)
+        for start in range(0, len(data), chunk):
+            assert window.feed(data[start : start + chunk])
+        window.finish()
+        got = [(entry["number"], entry["text"]) for entry in window.selected]
+        assert (got, window.total, window.capped) == reference_window(content, offset, limit), repr(content)
+
+
+async def test_read_memory_is_bounded_by_the_window(h: Harness, tmp_path: Path) -> None:
+    with (tmp_path / "big.txt").open("wb") as f:
+        f.write(b"0123456789abcdef\n" * (2 * 1024 * 1024))
+    tracemalloc.start()
+    try:
+        text = await h.text("read", {"file_path": "big.txt", "offset": 5, "limit": 2})
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    footer = "(Showing lines 5-6 of 2097152. Use offset=7 to continue.)"
+    assert text.endswith(f"5: 0123456789abcdef\n6: 0123456789abcdef\n\n{footer}\n</content>")
+    assert peak < 8 * 1024 * 1024
+
+
 # -- write and observations ------------------------------------------------------------------
 
 
@@ -185,6 +237,49 @@ async def test_existing_permissions_are_kept(h: Harness, tmp_path: Path) -> None
     await h.call("read", {"file_path": "run.sh"})
     await h.call("write", {"file_path": "run.sh", "content": "echo 2\n"})
     assert target.stat().st_mode & 0o777 == 0o755
+
+
+async def test_writes_are_durable(h: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        steps.append("fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync-file")
+        real_fsync(fd)
+
+    def replace(*args: Any, **kwargs: Any) -> None:
+        steps.append("replace")
+        real_replace(*args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    assert not (await h.call("write", {"file_path": "d.txt", "content": "x"})).is_error
+    assert steps[-3:] == ["fsync-file", "replace", "fsync-dir"]
+
+
+async def test_a_failed_recheck_leaves_the_file_and_no_temp_file(
+    h: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "kept.txt").write_text("old\n")
+    await h.call("read", {"file_path": "kept.txt"})
+    monkeypatch.setattr(files, "version_at", lambda dir_fd, name: None)
+    outcome = await h.call("write", {"file_path": "kept.txt", "content": "new\n"})
+    assert error_of(outcome)[1] == "FS_STALE_VERSION"
+    assert (tmp_path / "kept.txt").read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt"]
+
+
+async def test_writes_never_flip_the_umask(h: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    umask = os.umask(0o027)
+    os.umask(umask)
+
+    def flip(mask: int) -> int:
+        raise AssertionError("the umask was changed while a file tool ran")
+
+    monkeypatch.setattr(files, "_UMASK", None, raising=False)
+    monkeypatch.setattr(os, "umask", flip)
+    assert not (await h.call("write", {"file_path": "new.txt", "content": "x"})).is_error
+    assert (tmp_path / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 # -- edit ------------------------------------------------------------------------------------
