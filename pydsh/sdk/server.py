@@ -346,8 +346,12 @@ class SdkServer:
         rid, method = message.get("id"), message.get("method")
         if not is_request_id(rid) or not isinstance(method, str):
             return
+        answer_id = echo_id(rid)
+        if answer_id is None:
+            print(f"pydsh: sdk: ignored a request whose id JSON cannot carry back: {rid!r}", file=sys.stderr)
+            return
         params = message.get("params")
-        self._spawn(self._serve(echo_id(rid), method, params if isinstance(params, dict) else {}))
+        self._spawn(self._serve(answer_id, method, params if isinstance(params, dict) else {}))
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)

@@ -571,6 +571,24 @@ def test_ids_are_echoed_with_their_type(raw: Callable[..., Raw]) -> None:
     assert peer.request("7", "bogus")["id"] == "7"
 
 
+def test_ids_json_cannot_echo_are_ignored_and_serving_continues(raw: Callable[..., Raw]) -> None:
+    peer = raw()
+    peer.send(
+        b'{"jsonrpc":"2.0","id":1e400,"method":"bogus"}\n',
+        b'{"jsonrpc":"2.0","id":-1e400,"method":"session/prompt","params":{}}\n',
+        b'{"jsonrpc":"2.0","id":NaN,"method":"bogus"}\n',
+        b'{"jsonrpc":"2.0","id":-Infinity,"method":"bogus"}\n',
+    )
+    assert peer.request(1e-400, "bogus")["id"] == 0
+    assert error_of(peer.request("after", "bogus")) == "unknown DeepSeek Harness SDK runtime method: bogus"
+    assert len(peer.frames()) == 2
+    peer.close_stdin()
+    assert peer.wait() == 0
+    stderr = b"".join(peer.stderr).decode()
+    assert stderr.count("ignored a request whose id JSON cannot carry back") == 2, stderr
+    assert "Traceback" not in stderr and "never retrieved" not in stderr, stderr
+
+
 def test_params_validation_messages_and_order(raw: Callable[..., Raw]) -> None:
     peer = raw()
     checks: list[tuple[str, Any, str]] = [
