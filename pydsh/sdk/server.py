@@ -45,6 +45,7 @@ from pydsh.sdk.protocol import (
     is_request_id,
 )
 from pydsh.session.events import Event
+from pydsh.session.ids import session_id_problem
 from pydsh.session.log import Session, SessionStore
 
 log = logging.getLogger("pydsh.sdk")
@@ -448,6 +449,14 @@ class SdkServer:
         if self._shutting_down:
             raise WireError("SDK server is shutting down")
 
+    @staticmethod
+    def _storable(label: str, session_id: str) -> str:
+        """``session_id`` when a session of that name can be stored; refused before anything is created."""
+        problem = session_id_problem(session_id)
+        if problem is not None:
+            raise WireError(f"{label} session id {problem}")
+        return session_id
+
     def _live_agent(self, session_id: str, entry: OpenSession) -> Agent:
         """The entry's live agent; one the server's own teardown disposed reads as "shutting down"."""
         agent = entry.agent
@@ -498,9 +507,9 @@ class SdkServer:
         self._initialized()
         self._accepting()
         params = PromptParams.model_validate(raw)
+        session_id = self._storable("session/prompt", params.sessionId)
         if params.has_inline_image:
             raise WireError("SDK image prompt requires an attachment store")
-        session_id = params.sessionId
         message = user_message(params.contentBlocks, {"kind": "user"})
         async with self._admission_lock(session_id):
             entry = await self._open(session_id)
@@ -511,7 +520,7 @@ class SdkServer:
         params = ResumeParams.model_validate(raw)
         defaults = self._initialized()
         self._accepting()
-        session_id = params.sessionId
+        session_id = self._storable("session/resume", params.sessionId)
         if session_id in self._sessions or session_id in self._opening or self.sessions.get(session_id):
             raise WireError(f"SDK session is already open or opening: {session_id}")
 
@@ -556,6 +565,7 @@ class SdkServer:
     async def _cwd_agent(self, session_id: str) -> Agent:
         self._initialized()
         self._accepting()
+        self._storable("working-directory", session_id)
         async with self._admission_lock(session_id):
             entry = await self._open(session_id)
             return self._live_agent(session_id, entry)
