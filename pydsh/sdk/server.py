@@ -9,12 +9,13 @@ edge of the process is forwarded as a notification through one writer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,7 @@ define_event("agent/status", "emit")
 define_event("agent/error", "emit")
 define_event("agent/assistant-stream", "emit")
 define_event("subagent/end", "emit")
+define_event("llm/stream", "waterfall")
 
 HELP = """\
 Usage: pydsh --profile sdk [options]
@@ -71,6 +73,9 @@ Example:
 
 TEARDOWN_BOUND_S = 5.0
 READ_CHUNK = 1 << 16
+READ_AHEAD_CHUNKS = 16
+OUTBOUND_HIGH_WATER = 1 << 20
+OUTBOUND_LOW_WATER = 1 << 18
 DELTA_KINDS = {"text-delta": ("text", "text"), "reasoning-delta": ("reasoning", "text")}
 DELTA_KINDS["tool-call-delta"] = ("tool-call", "argumentsDelta")
 
@@ -133,7 +138,7 @@ class FrameWriter:
             transport, protocol = await loop.connect_write_pipe(lambda: _PipeProtocol(self._lost), self._file)
         except ValueError:
             return
-        transport.set_write_buffer_limits(high=0)
+        transport.set_write_buffer_limits(high=OUTBOUND_HIGH_WATER, low=OUTBOUND_LOW_WATER)
         self._transport, self._protocol = transport, protocol
 
     def _lost(self) -> None:
@@ -166,9 +171,15 @@ class FrameWriter:
         """Nothing is written after this (the ``shutdown`` response was the last frame)."""
         self.sealed = True
 
+    async def writable(self) -> None:
+        """Wait while more than the high-water mark of frames is unread by the client (back-pressure)."""
+        if self._protocol is not None and not (self.sealed or self.broken):
+            await self._protocol.drained.wait()
+
     async def flush(self) -> None:
         """Wait until every written byte has left the process."""
-        if self._protocol is not None and not self.broken:
+        if self._transport is not None and self._protocol is not None and not self.broken:
+            self._transport.set_write_buffer_limits(high=0)
             await self._protocol.drained.wait()
 
     def close(self) -> None:
@@ -184,7 +195,8 @@ class StdioChannel:
     """The process's stdio taken over for the protocol: frames out on the old fd 1, bytes in from fd 0."""
 
     def __init__(self, on_output_lost: Callable[[], None]) -> None:
-        self.inbound: asyncio.Queue[bytes] = asyncio.Queue()
+        self._inbound: asyncio.Queue[bytes] = asyncio.Queue()
+        self._slots = threading.Semaphore(READ_AHEAD_CHUNKS)
         self._saved_stdout = sys.stdout
         frame_fd = os.dup(1)
         os.dup2(2, 1)
@@ -192,7 +204,14 @@ class StdioChannel:
         sys.stdout = sys.stderr
         self.writer = FrameWriter(frame_fd, on_output_lost)
         loop = asyncio.get_running_loop()
-        threading.Thread(target=_read_stdin, args=(loop, self.inbound), name="pydsh-sdk-stdin", daemon=True).start()
+        reader_args = (loop, self._inbound, self._slots)
+        threading.Thread(target=_read_stdin, args=reader_args, name="pydsh-sdk-stdin", daemon=True).start()
+
+    async def read(self) -> bytes:
+        """The next chunk of stdin (``b""`` at end of input); the reader stays at most a few chunks ahead."""
+        chunk = await self._inbound.get()
+        self._slots.release()
+        return chunk
 
     def close(self) -> None:
         """Stop writing frames and give ``sys.stdout`` back (fd 1 keeps pointing at stderr)."""
@@ -200,9 +219,10 @@ class StdioChannel:
         sys.stdout = self._saved_stdout
 
 
-def _read_stdin(loop: asyncio.AbstractEventLoop, inbound: asyncio.Queue[bytes]) -> None:
-    """Blocking reads of fd 0 handed to the loop; ``b""`` marks end of input."""
+def _read_stdin(loop: asyncio.AbstractEventLoop, inbound: asyncio.Queue[bytes], slots: threading.Semaphore) -> None:
+    """Blocking reads of fd 0 handed to the loop, each after a free read-ahead slot; ``b""`` marks end of input."""
     while True:
+        slots.acquire()
         try:
             chunk = os.read(0, READ_CHUNK)
         except OSError:
@@ -213,6 +233,32 @@ def _read_stdin(loop: asyncio.AbstractEventLoop, inbound: asyncio.Queue[bytes]) 
             return
         if not chunk:
             return
+
+
+class AdmissionLocks:
+    """Per-session FIFO locks (prompts are admitted in arrival order) that exist only while requests
+    hold or await them, so a long-lived server keeps none for idle sessions."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        """Hold ``key``'s lock, after every earlier holder of it."""
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
 
 # -- server ----------------------------------------------------------------------------------
@@ -270,7 +316,7 @@ class SdkServer:
         self._deltas = False
         self._sessions: dict[str, OpenSession] = {}
         self._opening: dict[str, asyncio.Task[OpenSession]] = {}
-        self._admission: dict[str, asyncio.Lock] = {}
+        self._admission = AdmissionLocks()
         self._announced: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pending: set[str] = set()
@@ -295,6 +341,7 @@ class SdkServer:
             ctx.on("agent/error", self._on_error),
             ctx.on("agent/assistant-stream", self._on_stream),
             ctx.on("subagent/end", self._on_subagent_end),
+            ctx.on("llm/stream", self._pace_stream, prepend=True),
         ]
 
     @property
@@ -331,7 +378,8 @@ class SdkServer:
         splitter = LineSplitter(_warn_long_line)
         await self._ready.wait()
         while True:
-            chunk = await self.channel.inbound.get()
+            await self.out.writable()
+            chunk = await self.channel.read()
             if not chunk:
                 for line in splitter.finish():
                     self._receive(line)
@@ -438,6 +486,12 @@ class SdkServer:
             params["lastAssistantMessage"] = payload["last_assistant_message"]
         self._notify("subagent.finished", params)
 
+    async def _pace_stream(self, options: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
+        """Model calls start, and pull each chunk, only while the client keeps up with the frames."""
+        await self.out.writable()
+        source = await nxt()
+        return None if source is None else _paced(source, self.out.writable)
+
     # -- guards -------------------------------------------------------------------------------
 
     def _initialized(self) -> Defaults:
@@ -511,7 +565,7 @@ class SdkServer:
         if params.has_inline_image:
             raise WireError("SDK image prompt requires an attachment store")
         message = user_message(params.contentBlocks, {"kind": "user"})
-        async with self._admission_lock(session_id):
+        async with self._admission.hold(session_id):
             entry = await self._open(session_id)
             self._live_agent(session_id, entry).followup(message)
         return {"messageId": message["id"]}
@@ -566,18 +620,11 @@ class SdkServer:
         self._initialized()
         self._accepting()
         self._storable("working-directory", session_id)
-        async with self._admission_lock(session_id):
+        async with self._admission.hold(session_id):
             entry = await self._open(session_id)
             return self._live_agent(session_id, entry)
 
     # -- opening sessions ---------------------------------------------------------------------
-
-    def _admission_lock(self, session_id: str) -> asyncio.Lock:
-        """Per-session FIFO: prompts (and directory requests) are admitted in arrival order."""
-        lock = self._admission.get(session_id)
-        if lock is None:
-            lock = self._admission[session_id] = asyncio.Lock()
-        return lock
 
     async def _open(self, session_id: str) -> OpenSession:
         """The session's entry, creating a new root session once however many requests ask at once."""
@@ -700,6 +747,18 @@ class SdkServer:
             await entry.handle.dispose()
         finally:
             self._pending.discard(label)
+
+
+async def _paced(source: AsyncIterator[Any], ready: Callable[[], Awaitable[None]]) -> AsyncIterator[Any]:
+    """``source`` chunk by chunk, the next one pulled only once ``ready`` returns."""
+    try:
+        async for chunk in source:
+            yield chunk
+            await ready()
+    finally:
+        closer = getattr(source, "aclose", None)
+        if closer is not None:
+            await closer()
 
 
 def _warn_long_line(limit: int) -> None:
