@@ -1,6 +1,6 @@
 """SDK server memory under a slow client: server RSS while a long turn streams to a reader that lags.
 
-Run: python bench/sdk_slow_client.py [--deltas 10000] [--delta-bytes 1] [--blocks 100] [--read-kib-per-s 256]
+Run: python bench/sdk_slow_client.py [--deltas 10000] [--delta-bytes 256] [--blocks 100] [--stall-s 5] [--read-kib-per-s 1024]
 Spawns ``python -m pydsh.sdk`` with a patch whose model (this file's ``streaming_model`` plugin)
 answers with ``--deltas`` text deltas generated on the fly, as fast as they are pulled. The client
 opts into live deltas (one ``pydsh.session.delta`` notification per delta), runs a short warm-up
@@ -33,7 +33,7 @@ BLOCKS = [{"type": "text", "text": "Stream a long answer."}]
 def streaming_model(ctx: Any, config: None) -> None:
     """Serves every model call: ``Warm.`` for the warm-up session, else the long reply of the env sizes."""
     deltas = int(os.environ.get("PYDSH_BENCH_DELTAS", "10000"))
-    size = int(os.environ.get("PYDSH_BENCH_DELTA_BYTES", "1"))
+    size = int(os.environ.get("PYDSH_BENCH_DELTA_BYTES", "256"))
     blocks = int(os.environ.get("PYDSH_BENCH_BLOCKS", "100"))
 
     async def serve(options: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> AsyncIterator[dict[str, Any]]:
@@ -147,10 +147,10 @@ async def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--deltas", type=int, default=10_000)
-    parser.add_argument("--delta-bytes", type=int, default=1)
+    parser.add_argument("--delta-bytes", type=int, default=256)
     parser.add_argument("--blocks", type=int, default=100)
     parser.add_argument("--stall-s", type=float, default=5.0, help="seconds the client reads nothing after prompting")
-    parser.add_argument("--read-kib-per-s", type=int, default=256)
+    parser.add_argument("--read-kib-per-s", type=int, default=1024)
     parser.add_argument("--sample-s", type=float, default=0.25)
     asyncio.run(run(parser.parse_args()))
 
