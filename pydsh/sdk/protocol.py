@@ -8,6 +8,7 @@ sides use them only at the trust boundary: notifications stay plain dicts.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any, TypeGuard
@@ -109,10 +110,14 @@ def is_request_id(value: object) -> TypeGuard[str | float]:
     return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
-def echo_id(value: str | float) -> str | float:
-    """The id to answer with: the request's, with an integral float written as an integer (as JS would)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+def echo_id(value: str | float) -> str | float | None:
+    """The id to answer with: the request's, with an integral float written as an integer (as JS would);
+    ``None`` for a number JSON cannot carry back (``1e400`` parses as infinity)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        if value.is_integer():
+            return int(value)
     return value
 
 

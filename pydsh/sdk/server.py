@@ -9,12 +9,13 @@ edge of the process is forwarded as a notification through one writer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ from pydsh.sdk.protocol import (
     is_request_id,
 )
 from pydsh.session.events import Event
+from pydsh.session.ids import session_id_problem
 from pydsh.session.log import Session, SessionStore
 
 log = logging.getLogger("pydsh.sdk")
@@ -55,6 +57,7 @@ define_event("agent/status", "emit")
 define_event("agent/error", "emit")
 define_event("agent/assistant-stream", "emit")
 define_event("subagent/end", "emit")
+define_event("llm/stream", "waterfall")
 
 HELP = """\
 Usage: pydsh --profile sdk [options]
@@ -70,6 +73,9 @@ Example:
 
 TEARDOWN_BOUND_S = 5.0
 READ_CHUNK = 1 << 16
+READ_AHEAD_CHUNKS = 16
+OUTBOUND_HIGH_WATER = 1 << 20
+OUTBOUND_LOW_WATER = 1 << 18
 DELTA_KINDS = {"text-delta": ("text", "text"), "reasoning-delta": ("reasoning", "text")}
 DELTA_KINDS["tool-call-delta"] = ("tool-call", "argumentsDelta")
 
@@ -132,7 +138,7 @@ class FrameWriter:
             transport, protocol = await loop.connect_write_pipe(lambda: _PipeProtocol(self._lost), self._file)
         except ValueError:
             return
-        transport.set_write_buffer_limits(high=0)
+        transport.set_write_buffer_limits(high=OUTBOUND_HIGH_WATER, low=OUTBOUND_LOW_WATER)
         self._transport, self._protocol = transport, protocol
 
     def _lost(self) -> None:
@@ -165,9 +171,15 @@ class FrameWriter:
         """Nothing is written after this (the ``shutdown`` response was the last frame)."""
         self.sealed = True
 
+    async def writable(self) -> None:
+        """Wait while more than the high-water mark of frames is unread by the client (back-pressure)."""
+        if self._protocol is not None and not (self.sealed or self.broken):
+            await self._protocol.drained.wait()
+
     async def flush(self) -> None:
         """Wait until every written byte has left the process."""
-        if self._protocol is not None and not self.broken:
+        if self._transport is not None and self._protocol is not None and not self.broken:
+            self._transport.set_write_buffer_limits(high=0)
             await self._protocol.drained.wait()
 
     def close(self) -> None:
@@ -183,7 +195,8 @@ class StdioChannel:
     """The process's stdio taken over for the protocol: frames out on the old fd 1, bytes in from fd 0."""
 
     def __init__(self, on_output_lost: Callable[[], None]) -> None:
-        self.inbound: asyncio.Queue[bytes] = asyncio.Queue()
+        self._inbound: asyncio.Queue[bytes] = asyncio.Queue()
+        self._slots = threading.Semaphore(READ_AHEAD_CHUNKS)
         self._saved_stdout = sys.stdout
         frame_fd = os.dup(1)
         os.dup2(2, 1)
@@ -191,7 +204,14 @@ class StdioChannel:
         sys.stdout = sys.stderr
         self.writer = FrameWriter(frame_fd, on_output_lost)
         loop = asyncio.get_running_loop()
-        threading.Thread(target=_read_stdin, args=(loop, self.inbound), name="pydsh-sdk-stdin", daemon=True).start()
+        reader_args = (loop, self._inbound, self._slots)
+        threading.Thread(target=_read_stdin, args=reader_args, name="pydsh-sdk-stdin", daemon=True).start()
+
+    async def read(self) -> bytes:
+        """The next chunk of stdin (``b""`` at end of input); the reader stays at most a few chunks ahead."""
+        chunk = await self._inbound.get()
+        self._slots.release()
+        return chunk
 
     def close(self) -> None:
         """Stop writing frames and give ``sys.stdout`` back (fd 1 keeps pointing at stderr)."""
@@ -199,9 +219,10 @@ class StdioChannel:
         sys.stdout = self._saved_stdout
 
 
-def _read_stdin(loop: asyncio.AbstractEventLoop, inbound: asyncio.Queue[bytes]) -> None:
-    """Blocking reads of fd 0 handed to the loop; ``b""`` marks end of input."""
+def _read_stdin(loop: asyncio.AbstractEventLoop, inbound: asyncio.Queue[bytes], slots: threading.Semaphore) -> None:
+    """Blocking reads of fd 0 handed to the loop, each after a free read-ahead slot; ``b""`` marks end of input."""
     while True:
+        slots.acquire()
         try:
             chunk = os.read(0, READ_CHUNK)
         except OSError:
@@ -212,6 +233,32 @@ def _read_stdin(loop: asyncio.AbstractEventLoop, inbound: asyncio.Queue[bytes]) 
             return
         if not chunk:
             return
+
+
+class AdmissionLocks:
+    """Per-session FIFO locks (prompts are admitted in arrival order) that exist only while requests
+    hold or await them, so a long-lived server keeps none for idle sessions."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        """Hold ``key``'s lock, after every earlier holder of it."""
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
 
 # -- server ----------------------------------------------------------------------------------
@@ -269,7 +316,7 @@ class SdkServer:
         self._deltas = False
         self._sessions: dict[str, OpenSession] = {}
         self._opening: dict[str, asyncio.Task[OpenSession]] = {}
-        self._admission: dict[str, asyncio.Lock] = {}
+        self._admission = AdmissionLocks()
         self._announced: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pending: set[str] = set()
@@ -294,6 +341,7 @@ class SdkServer:
             ctx.on("agent/error", self._on_error),
             ctx.on("agent/assistant-stream", self._on_stream),
             ctx.on("subagent/end", self._on_subagent_end),
+            ctx.on("llm/stream", self._pace_stream, prepend=True),
         ]
 
     @property
@@ -330,7 +378,8 @@ class SdkServer:
         splitter = LineSplitter(_warn_long_line)
         await self._ready.wait()
         while True:
-            chunk = await self.channel.inbound.get()
+            await self.out.writable()
+            chunk = await self.channel.read()
             if not chunk:
                 for line in splitter.finish():
                     self._receive(line)
@@ -346,8 +395,12 @@ class SdkServer:
         rid, method = message.get("id"), message.get("method")
         if not is_request_id(rid) or not isinstance(method, str):
             return
+        answer_id = echo_id(rid)
+        if answer_id is None:
+            print(f"pydsh: sdk: ignored a request whose id JSON cannot carry back: {rid!r}", file=sys.stderr)
+            return
         params = message.get("params")
-        self._spawn(self._serve(echo_id(rid), method, params if isinstance(params, dict) else {}))
+        self._spawn(self._serve(answer_id, method, params if isinstance(params, dict) else {}))
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
@@ -433,6 +486,12 @@ class SdkServer:
             params["lastAssistantMessage"] = payload["last_assistant_message"]
         self._notify("subagent.finished", params)
 
+    async def _pace_stream(self, options: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
+        """Model calls start, and pull each chunk, only while the client keeps up with the frames."""
+        await self.out.writable()
+        source = await nxt()
+        return None if source is None else _paced(source, self.out.writable)
+
     # -- guards -------------------------------------------------------------------------------
 
     def _initialized(self) -> Defaults:
@@ -443,6 +502,14 @@ class SdkServer:
     def _accepting(self) -> None:
         if self._shutting_down:
             raise WireError("SDK server is shutting down")
+
+    @staticmethod
+    def _storable(label: str, session_id: str) -> str:
+        """``session_id`` when a session of that name can be stored; refused before anything is created."""
+        problem = session_id_problem(session_id)
+        if problem is not None:
+            raise WireError(f"{label} session id {problem}")
+        return session_id
 
     def _live_agent(self, session_id: str, entry: OpenSession) -> Agent:
         """The entry's live agent; one the server's own teardown disposed reads as "shutting down"."""
@@ -494,11 +561,11 @@ class SdkServer:
         self._initialized()
         self._accepting()
         params = PromptParams.model_validate(raw)
+        session_id = self._storable("session/prompt", params.sessionId)
         if params.has_inline_image:
             raise WireError("SDK image prompt requires an attachment store")
-        session_id = params.sessionId
         message = user_message(params.contentBlocks, {"kind": "user"})
-        async with self._admission_lock(session_id):
+        async with self._admission.hold(session_id):
             entry = await self._open(session_id)
             self._live_agent(session_id, entry).followup(message)
         return {"messageId": message["id"]}
@@ -507,7 +574,7 @@ class SdkServer:
         params = ResumeParams.model_validate(raw)
         defaults = self._initialized()
         self._accepting()
-        session_id = params.sessionId
+        session_id = self._storable("session/resume", params.sessionId)
         if session_id in self._sessions or session_id in self._opening or self.sessions.get(session_id):
             raise WireError(f"SDK session is already open or opening: {session_id}")
 
@@ -552,18 +619,12 @@ class SdkServer:
     async def _cwd_agent(self, session_id: str) -> Agent:
         self._initialized()
         self._accepting()
-        async with self._admission_lock(session_id):
+        self._storable("working-directory", session_id)
+        async with self._admission.hold(session_id):
             entry = await self._open(session_id)
             return self._live_agent(session_id, entry)
 
     # -- opening sessions ---------------------------------------------------------------------
-
-    def _admission_lock(self, session_id: str) -> asyncio.Lock:
-        """Per-session FIFO: prompts (and directory requests) are admitted in arrival order."""
-        lock = self._admission.get(session_id)
-        if lock is None:
-            lock = self._admission[session_id] = asyncio.Lock()
-        return lock
 
     async def _open(self, session_id: str) -> OpenSession:
         """The session's entry, creating a new root session once however many requests ask at once."""
@@ -686,6 +747,18 @@ class SdkServer:
             await entry.handle.dispose()
         finally:
             self._pending.discard(label)
+
+
+async def _paced(source: AsyncIterator[Any], ready: Callable[[], Awaitable[None]]) -> AsyncIterator[Any]:
+    """``source`` chunk by chunk, the next one pulled only once ``ready`` returns."""
+    try:
+        async for chunk in source:
+            yield chunk
+            await ready()
+    finally:
+        closer = getattr(source, "aclose", None)
+        if closer is not None:
+            await closer()
 
 
 def _warn_long_line(limit: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydsh.kernel.context import Context
@@ -56,3 +57,29 @@ def stubborn_tool(ctx: Context, config: None) -> None:
 
 
 stubborn_tool.inject = ("tools",)  # type: ignore[attr-defined]
+
+
+STREAM_DELTAS = 100_000
+STREAM_BLOCK = 1_000
+
+
+def streaming_model(ctx: Context, config: None) -> None:
+    """Answers every model call with ``STREAM_DELTAS`` one-character text deltas as fast as they are
+    pulled, reporting ``pulled <n>`` on stderr every ``STREAM_BLOCK``: a model that outruns any client."""
+
+    async def serve(options: dict[str, Any], nxt: Any) -> AsyncIterator[dict[str, Any]]:
+        return long_reply()
+
+    ctx.on("llm/stream", serve)
+
+
+async def long_reply() -> AsyncIterator[dict[str, Any]]:
+    """Text blocks of ``STREAM_BLOCK`` deltas each (short blocks keep the assembled text cheap)."""
+    for index in range(STREAM_DELTAS // STREAM_BLOCK):
+        print(f"pulled {index * STREAM_BLOCK}", file=sys.stderr, flush=True)
+        yield {"type": "block-start", "index": index, "blockType": "text"}
+        for _ in range(STREAM_BLOCK):
+            yield {"type": "text-delta", "index": index, "text": "a"}
+        yield {"type": "block-end", "index": index, "block": {"type": "text", "text": "a" * STREAM_BLOCK}}
+    yield {"type": "usage", "usage": {"inputTokens": 1, "outputTokens": STREAM_DELTAS, "totalTokens": 0}}
+    yield {"type": "finish", "reason": {"kind": "stop"}}

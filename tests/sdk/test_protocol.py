@@ -59,6 +59,8 @@ def test_ids() -> None:
     assert [is_request_id(v) for v in ("a", 7, 7.5, True, None, [1], {})] == [True, True, True] + [False] * 4
     assert echo_id(7.0) == 7 and type(echo_id(7.0)) is int
     assert echo_id(7.5) == 7.5 and echo_id("7") == "7"
+    assert echo_id(float("inf")) is None and echo_id(float("-inf")) is None and echo_id(float("nan")) is None
+    assert echo_id(10**400) == 10**400
 
 
 @pytest.mark.parametrize(

@@ -477,7 +477,51 @@ def test_inline_image_needs_an_attachment_store(client: ClientKind) -> None:
         harness.run(image, session_id="i1")
 
 
+def test_unstorable_session_ids_are_refused_before_anything_is_created(client: ClientKind, home: Path) -> None:
+    with client.harness() as harness:
+        with rejected(client, "session/prompt session id contains the control character U+000A at index 1"):
+            harness.run("hi", session_id="a\nb")
+        with rejected(client, "session/prompt session id contains a lone surrogate U+D800 at index 1"):
+            harness.run("hi", session_id="a\ud800")
+        too_long = "session/prompt session id is too long: its directory name would be 300 bytes, more than 255"
+        with rejected(client, too_long):
+            harness.run("hi", session_id="s" * 300)
+        with rejected(client, "session/resume session id contains the control character U+0009 at index 0"):
+            harness.resume_session("\tt1")
+    assert not (home / "sessions").exists() or not any((home / "sessions").rglob("*"))
+    assert not client.wire.notifications()
+
+
 # -- raw cases ----------------------------------------------------------------------------------
+
+
+def test_session_ids_are_checked_by_every_method_that_opens_one(raw: Callable[..., Raw], home: Path) -> None:
+    peer = raw()
+    peer.initialize()
+    blocks = [{"type": "text", "text": "hi"}]
+    peer.send(
+        b'{"jsonrpc":"2.0","id":"s","method":"session/prompt","params":{"sessionId":"x\\udfff",'
+        b'"contentBlocks":[{"type":"text","text":"hi"}]}}\n'
+    )
+    assert error_of(peer.response("s")) == "session/prompt session id contains a lone surrogate U+DFFF at index 1"
+    checks: list[tuple[str, dict[str, Any], str]] = [
+        ("session/prompt", {"sessionId": "\x7f", "contentBlocks": blocks}, "contains the control character U+007F"),
+        ("session/working-directory/get", {"sessionId": "a\u0085"}, "contains the control character U+0085"),
+        ("session/working-directory/set", {"sessionId": "é" * 52, "path": "."}, "would be 260 bytes, more than 255"),
+        ("session/resume", {"sessionId": "r" * 256}, "would be 256 bytes, more than 255"),
+    ]
+    for n, (method, params, problem) in enumerate(checks):
+        message = error_of(peer.request(n, method, params))
+        label = "working-directory" if method.startswith("session/working") else method
+        assert message.startswith(f"{label} session id ") and problem in message, message
+    assert not (home / "sessions").exists() or not any((home / "sessions").rglob("*"))
+    assert not [f for f in peer.frames() if "method" in f]
+    for session_id in ("é" * 51, "w" * 255):
+        assert peer.request(session_id, "session/working-directory/get", {"sessionId": session_id})["result"]
+    assert error_of(peer.request("w", "session/wait", {"sessionId": "a\nb"})) == "unknown SDK session: a\nb"
+    assert peer.request("bye", "shutdown")["result"] == {}
+    assert peer.wait() == 0
+    assert [len(log.parent.name) for log in (home / "sessions").glob("*/*/session.v4.jsonl")] == [255, 255]
 
 
 def test_prompt_before_initialize_then_initialize_works(raw: Callable[..., Raw]) -> None:
@@ -569,6 +613,24 @@ def test_ids_are_echoed_with_their_type(raw: Callable[..., Raw]) -> None:
     peer.send(b'{"jsonrpc":"2.0","id":7,"method":"bogus"}\r\n')
     assert b'"id":7,' in peer.wait_for(lambda frames: peer.lines)[0]
     assert peer.request("7", "bogus")["id"] == "7"
+
+
+def test_ids_json_cannot_echo_are_ignored_and_serving_continues(raw: Callable[..., Raw]) -> None:
+    peer = raw()
+    peer.send(
+        b'{"jsonrpc":"2.0","id":1e400,"method":"bogus"}\n',
+        b'{"jsonrpc":"2.0","id":-1e400,"method":"session/prompt","params":{}}\n',
+        b'{"jsonrpc":"2.0","id":NaN,"method":"bogus"}\n',
+        b'{"jsonrpc":"2.0","id":-Infinity,"method":"bogus"}\n',
+    )
+    assert peer.request(1e-400, "bogus")["id"] == 0
+    assert error_of(peer.request("after", "bogus")) == "unknown DeepSeek Harness SDK runtime method: bogus"
+    assert len(peer.frames()) == 2
+    peer.close_stdin()
+    assert peer.wait() == 0
+    stderr = b"".join(peer.stderr).decode()
+    assert stderr.count("ignored a request whose id JSON cannot carry back") == 2, stderr
+    assert "Traceback" not in stderr and "never retrieved" not in stderr, stderr
 
 
 def test_params_validation_messages_and_order(raw: Callable[..., Raw]) -> None:
