@@ -116,7 +116,7 @@ class SessionProjections:
         self._listeners.append(listener)
         return ctx.register(lambda: self._listeners.remove(listener))
 
-    def keys(self) -> list[str]:
+    def registered_keys(self) -> list[str]:
         return list(self._units)
 
     # -- folding -----------------------------------------------------------------------------

@@ -57,9 +57,9 @@ async def test_register_counts_registrants_and_rejects_other_versions(tmp_path: 
         ):
             reg.register(ctx, CountUnit(key="neg", state_version=-1))
         await first()
-        assert "count" in reg.keys()
+        assert "count" in reg.registered_keys()
         await second()
-        assert "count" not in reg.keys()
+        assert "count" not in reg.registered_keys()
         assert reg.state_of(agent.session, "count") is None
     finally:
         await host.close()
