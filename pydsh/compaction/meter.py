@@ -169,6 +169,16 @@ class TokenMeter:
 
     def __init__(self) -> None:
         self._folds: weakref.WeakKeyDictionary[Session, _MeterFold] = weakref.WeakKeyDictionary()
+        self._tools: tuple[object, int] = (None, 0)
+
+    def _tools_tokens(self, header: dict[str, Any]) -> int:
+        """Price of a header's tools, cached for the (immutable, shared) logged tool list."""
+        tools = header.get("tools")
+        if tools is not None and self._tools[0] is tools:
+            return self._tools[1]
+        price = tools_tokens(tools)
+        self._tools = (tools, price)
+        return price
 
     def _fold(self, session: Session) -> _MeterFold:
         fold = self._folds.get(session)
@@ -196,7 +206,7 @@ class TokenMeter:
         revision = len(session.events)
         if header is None and not nodes:
             return Measurement(revision, Baseline("none", 0), 0, 0, 0, nodes)
-        tools = tools_tokens(header.get("tools")) if header is not None else 0
+        tools = self._tools_tokens(header) if header is not None else 0
         anchor = fold.anchor
         if anchor is not None and header is not None and _same_header(anchor.header, header):
             anchor_surface = anchor.surface_tokens + anchor.assistant_tokens
