@@ -22,10 +22,12 @@ from pydsh.kernel.context import SERVICE_PROVIDED, Context, Realm
 from pydsh.kernel.errors import KernelError
 from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import ACTIVE, DISPOSED, FAILED, PENDING, Disposer, Fiber
+from pydsh.session.projections import Wire
 
 if TYPE_CHECKING:
     from pydsh.kernel.invariants import Invariants
     from pydsh.session.log import Session
+    from pydsh.session.projections import SessionProjections
 
 log = logging.getLogger("pydsh.agent.presets")
 
@@ -425,6 +427,30 @@ def header_preset(ctx: Context, requested: str | None) -> str | None:
     return roster.default_id if roster is not None and roster.configured else None
 
 
+class AgentPresetUnit:
+    """``agentPreset``: the preset a session runs (header, then the last ``agent-preset/selected``)."""
+
+    key = "agentPreset"
+    state_version = 1
+
+    def state_schema(self, raw: object) -> str | None:
+        return None if raw is None else str(raw)
+
+    def init(self, header: dict[str, Any], inherited_event_count: int) -> str | None:
+        preset = header.get("agentPreset")
+        return None if preset is None else str(preset)
+
+    def apply(self, state: str | None, event: dict[str, Any]) -> str | None:
+        if event["type"] == "agent-preset/selected":
+            return str(event["data"]["agentPreset"])
+        return state
+
+    wire = Wire(
+        view=lambda state: {} if state is None else {"agentPreset": state},
+        view_schema=lambda view: view,
+    )
+
+
 # -- the invariant companion (spec 10 §5.3) ------------------------------------------------------
 
 
@@ -450,7 +476,7 @@ def install_invariants(roster: AgentPresets) -> Callable[[Context, Callable[[str
 # -- plugins -------------------------------------------------------------------------------------
 
 name = "agent-presets"
-optional = ("invariants",)
+optional = ("invariants", "session_projections")
 
 
 def apply(ctx: Context, config: Config) -> None:
@@ -469,6 +495,9 @@ def apply(ctx: Context, config: Config) -> None:
     invariants: Invariants | None = ctx.get("invariants")
     if invariants is not None:
         invariants.register(ctx, "agent-presets", install_invariants(roster))
+    projections: SessionProjections | None = ctx.get("session_projections")
+    if projections is not None:
+        projections.register(ctx, AgentPresetUnit())
 
 
 class _PresetPlugin:

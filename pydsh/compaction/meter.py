@@ -492,6 +492,12 @@ inject = ("session_projections",)
 
 
 def apply(ctx: Context, config: Config) -> None:
+    """Provide the meter and register its units; refuse to load anywhere but the host plane."""
+    if ctx.scope is not None or ctx.realm_of("token_meter") is not ctx.runtime.root_realm:
+        raise ValueError(
+            "token-meter belongs to the host composition (base): it must not be mounted inside an agent preset "
+            "or an isolate realm, where its process-wide projection units would depend on which presets are mounted"
+        )
     meter = TokenMeter()
     ctx.provide("token_meter", meter)
     projections: SessionProjections = ctx.require("session_projections")

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from pydsh.agent.presets import AgentPresets, RemoteError, preset_setup, resolve_session_preset
+from pydsh.kernel.compose import resolve_rows
 from pydsh.kernel.fiber import ACTIVE, DISPOSED
 from pydsh.kernel.invariants import InvariantError
-from tests.agent.harness import Host, start_host, types
+from tests.agent.harness import Host, compose, start_host, types
 from tests.agent.preset_plugins import LATE, Widget
 from tests.subagents.helpers import calls, deleg, quiesce
 
@@ -21,6 +22,10 @@ ROSTER = ("base", "presets")
 
 def declaration(row_id: str, preset_id: str, plugins: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"id": row_id, "name": "agent-preset", "config": {"id": preset_id, "plugins": plugins, **extra}}
+
+
+def compose_rows(patch: list[dict[str, Any]]) -> list[Any]:
+    return resolve_rows(compose([], [patch]).rows)
 
 
 def roster(host: Host) -> AgentPresets:
@@ -282,5 +287,73 @@ async def test_a_retired_generation_is_kept_while_joined_then_unloaded(tmp_path:
         for _ in range(3):
             await asyncio.sleep(0)
         assert generation.fiber.state == DISPOSED
+    finally:
+        await host.close()
+
+
+async def test_a_changed_declaration_mounts_a_new_generation_for_new_sessions(tmp_path: Path) -> None:
+    host = await start_host([], bundles=ROSTER)
+    try:
+        presets = roster(host)
+        old_agent = await joined(host, tmp_path, "minimal")
+        old = presets._joined[old_agent]
+        row_fiber = next(f for f in host.kernel.fiber.children if f.row_id == "preset-minimal")
+        await host.kernel.loader.dispose(row_fiber)
+        plugins = [{"id": "persona", "name": "persona", "config": {"prefix": "Second generation.", "complete": True}}]
+        comp = compose_rows([{"insert": [declaration("preset-minimal-2", "minimal", plugins)]}])
+        await host.kernel.load(comp)
+        new_agent = await joined(host, tmp_path, "minimal")
+        new = presets._joined[new_agent]
+        assert new is not old and new.key is not old.key
+        assert old.fiber.state == ACTIVE and old.retired
+        child = await host.create(tmp_path, setup=lambda ctx, _a: presets.compose_from(ctx, old_agent.ctx))
+        assert presets._joined[child.agent] is old
+        prompt = host.kernel.ctx.require("system_prompt")
+        old_text = prompt.render(await prompt.assemble(agent=old_agent))
+        new_text = prompt.render(await prompt.assemble(agent=new_agent))
+        assert old_text == "You are a helpful software engineer assistant."
+        assert new_text == "Second generation."
+    finally:
+        await host.close()
+
+
+async def test_a_child_of_an_unloaded_generation_cannot_join(tmp_path: Path) -> None:
+    host = await start_host([], bundles=ROSTER)
+    try:
+        presets = roster(host)
+        parent = await joined(host, tmp_path, "minimal")
+        await host.kernel.loader.dispose(presets._joined[parent].fiber)
+        with pytest.raises(RemoteError, match="Parent preset revision is unavailable"):
+            await host.create(tmp_path, setup=lambda ctx, _a: presets.compose_from(ctx, parent.ctx))
+    finally:
+        await host.close()
+
+
+async def test_recompose_rebinds_and_announces_the_tool_change(tmp_path: Path) -> None:
+    host = await start_host([], bundles=ROSTER)
+    try:
+        presets = roster(host)
+        bare = (await host.create(tmp_path)).agent
+        changes: list[int] = []
+        host.kernel.ctx.on("tools/change", lambda: changes.append(1))
+        await presets.recompose(bare.ctx, "minimal")
+        assert presets.composed_preset(bare.ctx) == "minimal"
+        assert changes
+        tools = host.kernel.ctx.require("tools")
+        assert tools.lookup(bare, "str_replace_editor") is not None
+    finally:
+        await host.close()
+
+
+async def test_the_agent_preset_unit_follows_header_and_selection(tmp_path: Path) -> None:
+    host = await start_host([], bundles=ROSTER)
+    try:
+        agent = await joined(host, tmp_path, "standard")
+        projections = host.kernel.ctx.require("session_projections")
+        assert projections.snapshot(agent.session, ["agentPreset"])["values"] == {
+            "agentPreset": {"agentPreset": "standard"}
+        }
+        await roster(host).select(agent, "minimal")
+        assert projections.state_of(agent.session, "agentPreset") == "minimal"
     finally:
         await host.close()

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pydsh.compaction.heuristic import (
     estimate_message,
@@ -205,3 +206,50 @@ def test_context_breakdown_shares_and_system_swap() -> None:
     swapped = unit.apply(state, system(3, "z" * 40, {"op": "replace", "startSeq": 0, "endSeq": 0}))
     assert unit.view(swapped)["systemTokens"] == 14
     assert unit.view(swapped)["messageTokens"] == 10
+
+
+def test_every_shipped_profile_meters_on_the_host() -> None:
+    from pydsh.kernel.compose import SHIPPED, walk
+    from tests.agent.harness import compose
+
+    templates = sorted((SHIPPED / "templates").glob("*.yml"))
+    assert templates
+    for template in templates:
+        bundles = yaml.safe_load(template.read_text())["bundles"]
+        rows = compose([*bundles, "presets"], []).rows
+        top = [r for r in rows if r.name == "token-meter"]
+        assert len(top) == 1, template.name
+        nested = [r for _h, r in walk(rows) if r.name == "token-meter"]
+        assert nested == top, template.name
+        for row in rows:
+            if row.name == "agent-preset":
+                assert "token-meter" not in str(row.config["plugins"]), template.name
+
+
+async def test_the_meter_refuses_to_load_inside_a_preset() -> None:
+    preset = {
+        "id": "preset-metered",
+        "name": "agent-preset",
+        "config": {"id": "metered", "plugins": [{"id": "meter-again", "name": "token-meter"}]},
+    }
+    host = await start_host([], bundles=("base", "presets"), patches=([{"insert": [preset]}],))
+    try:
+        broken = host.kernel.ctx.require("agent_presets").resolve("metered")["broken"]
+        assert 'row "meter-again" (token-meter)' in broken
+        assert "token-meter belongs to the host composition" in broken
+        assert host.kernel.ctx.require("agent_presets").resolve("standard") == {"id": "standard"}
+    finally:
+        await host.close()
+
+
+def test_a_failed_attempt_counts_its_last_usage_chunk() -> None:
+    unit = TokenUsageUnit()
+    stream = [
+        {"type": "chunk", "time": 1, "chunk": {"type": "usage", "usage": {"inputTokens": 3, "outputTokens": 1}}},
+        {"type": "chunk", "time": 2, "chunk": {"type": "usage", "usage": {"inputTokens": 7, "outputTokens": 2}}},
+    ]
+    attempt = ev(1, "assistant/attempt", {"turn": 1, "step": 1, "stream": stream})
+    retry = ev(2, "llm/retry-started", {"turn": 1, "step": 1, "retryId": "r", "retry": 1})
+    state = fold(unit, [attempt, retry, assistant(3, "ok", {"inputTokens": 10, "outputTokens": 4})])
+    assert unit.view(state)["uncachedInputTokens"] == 17
+    assert unit.view(state)["outputTokens"] == 6
