@@ -78,7 +78,7 @@ class Config(BaseModel):
 class StandingKey:
     """The scope key of one generation: joined agents are parented to it."""
 
-    __slots__ = ("preset_id", "number", "__weakref__")
+    __slots__ = ("preset_id", "number")
 
     def __init__(self, preset_id: str, number: int) -> None:
         self.preset_id = preset_id
@@ -105,7 +105,6 @@ class Generation:
 @dataclass(eq=False)
 class Declaration:
     config: PresetConfig
-    row_id: str
     current: Generation
 
 
@@ -162,7 +161,7 @@ class AgentPresets:
         """Register a declaration and mount its first generation; an effect of ``ctx``'s fiber."""
         if config.id in self._declarations:
             raise RemoteError("agent-preset/duplicate", f"Duplicate agent preset: {config.id}")
-        declaration = Declaration(config, ctx.fiber.row_id, self._mount(ctx.fiber.row_id, config))
+        declaration = Declaration(config, self._mount(ctx.fiber.row_id, config))
         self._declarations[config.id] = declaration
         await self.ctx.runtime.loader.settle()
 
