@@ -376,13 +376,14 @@ class SubagentService:
         roster = self.ctx.get("agent_presets")
         return roster.composed_preset(parent.ctx) if roster is not None else None
 
-    def _join_parent_preset(self, parent: Agent) -> Setup:
+    def _join_parent_preset(self, parent: Agent) -> Setup | None:
         """A child joins the exact preset generation its parent runs (before it is published)."""
+        roster = self.ctx.get("agent_presets")
+        if roster is None:
+            return None
 
         def setup(child_ctx: Context, _child: Agent) -> None:
-            roster = self.ctx.get("agent_presets")
-            if roster is not None:
-                roster.compose_from(child_ctx, parent.ctx)
+            roster.compose_from(child_ctx, parent.ctx)
 
         return setup
 
