@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from pydsh.agent.request import CONFIG_KEYS
 from pydsh.kernel.context import Context
+from pydsh.session.events import FrozenDict, FrozenList
 from pydsh.session.log import SessionStore
 
 Fail = Callable[[str], NoReturn]
@@ -17,13 +19,24 @@ def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+def _frozen(value: Any) -> bool:
+    """Whether every dict and list inside ``value`` refuses mutation (the request is immutable, 03 §7.2)."""
+    if isinstance(value, dict):
+        return isinstance(value, FrozenDict) and all(_frozen(v) for v in value.values())
+    if isinstance(value, list):
+        return isinstance(value, FrozenList) and all(_frozen(v) for v in value)
+    return True
+
+
 def install(ctx: Context, fail: Fail) -> None:
     """Check every loop-built request against the log, and every status change."""
     sessions: SessionStore = ctx.require("sessions")
-    last_status: dict[int, str] = {}
+    last_status: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
     async def request_is_logged(options: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
         if options.get("loop_built"):
+            if not _frozen(options):
+                fail(f"request for session {options.get('sessionId')!r} is not frozen")
             session = sessions.get(options.get("sessionId") or "")
             if session is None:
                 fail(f"request for session {options.get('sessionId')!r}, which is not live")
@@ -41,10 +54,10 @@ def install(ctx: Context, fail: Fail) -> None:
         return await nxt()
 
     def status_alternates(payload: dict[str, Any]) -> None:
-        key = id(payload["agent"])
-        if last_status.get(key) == payload["status"]:
-            fail(f"agent {payload['agent'].id} emitted status {payload['status']!r} twice in a row")
-        last_status[key] = payload["status"]
+        agent = payload["agent"]
+        if last_status.get(agent) == payload["status"]:
+            fail(f"agent {agent.id} emitted status {payload['status']!r} twice in a row")
+        last_status[agent] = payload["status"]
 
     ctx.on("llm/stream", request_is_logged, prepend=True, global_=True)
     ctx.on("agent/status", status_alternates, global_=True)

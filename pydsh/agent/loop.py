@@ -31,7 +31,7 @@ from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.kernel.scope import Scope, create_scope
 from pydsh.llm.types import LlmError
-from pydsh.session.events import make_header
+from pydsh.session.events import FrozenDict, make_header
 from pydsh.session.log import Session, SessionStore, new_session_id, now_ms
 from pydsh.session.repair import closer_result, tail_state, tail_turn_closers
 
@@ -390,7 +390,7 @@ class LoopAgent:
     async def _attempt(self, request: dict[str, Any], prepared: Any, signal: AbortSignal) -> Any:
         self._attempts += 1
         attempt = Attempt(self, self.turn, self.step, self._attempts)
-        options = {**request, "signal": signal}
+        options = FrozenDict({**request, "signal": signal})
         stream = prepared.stream(options) if prepared is not None else self.loop.llm.stream(options)
         return await attempt.run(stream, signal, {"provider": request["provider"], "model": request["model"]})
 

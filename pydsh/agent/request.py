@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydsh.kernel.cancel import AbortSignal
 from pydsh.kernel.events import define_event
-from pydsh.session.events import thaw
+from pydsh.session.events import FrozenDict, FrozenList, thaw
 
 if TYPE_CHECKING:
     from pydsh.agent.loop import LoopAgent
@@ -124,18 +124,23 @@ class RequestBuilder:
             self._announce_tool_changes(baseline, header, header_seq)
         self.surface_generation = generation
         self._log_context(resolved, prepared)
-        request = dict(header["config"])
-        request.update(
-            {
-                "messages": session.derive_messages(),
-                "toolHistory": session.tool_history(),
-                "sessionId": session.id,
-                "loop_built": True,
-            }
-        )
-        if header.get("tools"):
-            request["tools"] = header["tools"]
-        return request
+        return self._request()
+
+    def _request(self) -> FrozenDict:
+        """The frozen request: the logged header's config and tools plus the derived messages (P2)."""
+        session = self.agent.session
+        logged = session.request_header()
+        assert logged is not None
+        request = {
+            **logged["config"],
+            "messages": FrozenList(session.derive_messages()),
+            "toolHistory": FrozenList(session.tool_history()),
+            "sessionId": session.id,
+            "loop_built": True,
+        }
+        if logged.get("tools"):
+            request["tools"] = logged["tools"]
+        return FrozenDict(request)
 
     def _announce_tool_changes(self, baseline: dict[str, Any], header: dict[str, Any], header_seq: int) -> None:
         before = [t["name"] for t in baseline.get("tools", ())]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Mapping
 from typing import Protocol
 
 from pydsh.kernel.compose import Row
@@ -27,13 +28,15 @@ def configure_logging() -> None:
     logging.captureWarnings(True)
 
 
-async def boot(rows: list[Row], profile: str | None = None) -> Kernel:
-    """Load ``rows``; ``host_info`` tells plugins which profile they run in."""
+async def boot(rows: list[Row], profile: str | None = None, services: Mapping[str, object] | None = None) -> Kernel:
+    """Load ``rows``; ``host_info`` tells plugins which profile they run in, ``services`` are provided first."""
     kernel = Kernel()
     if profile is not None:
         from pydsh.kernel.profiles import profile_dir
 
         kernel.ctx.provide("host_info", {"profile": profile, "profile_dir": str(profile_dir(profile))})
+    for name, service in (services or {}).items():
+        kernel.ctx.provide(name, service)
     await kernel.load(rows)
     return kernel
 

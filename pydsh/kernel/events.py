@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydsh.kernel.invariants import InvariantError
 from pydsh.kernel.scope import ScopeTree
 
 Mode = Literal["emit", "parallel", "serial", "bail", "waterfall"]
@@ -103,9 +104,12 @@ class EventBus:
     # -- dispatch modes -------------------------------------------------------------------
 
     def emit(self, name: str, *args: Any, scope: object | None = None) -> None:
+        """Call every listener; a failing one is logged and skipped, but an ``InvariantError`` propagates."""
         for fn in self.admitted(name, "emit", scope):
             try:
                 result = fn(*args)
+            except InvariantError:
+                raise
             except Exception:
                 log.warning("listener of %s failed", name, exc_info=True)
                 continue
@@ -116,6 +120,8 @@ class EventBus:
         async def run() -> None:
             try:
                 await awaitable
+            except InvariantError:
+                log.error("async listener of %s saw an invariant violation", name, exc_info=True)
             except Exception:
                 log.warning("async listener of %s failed", name, exc_info=True)
 

@@ -498,8 +498,16 @@ _HANDLERS = {
 class DeepSeekAdapter:
     """The Anthropic-Messages adapter: one pooled HTTP client per instance."""
 
-    def __init__(self, config: Config, *, route: str = ROUTE, base_url: str | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        route: str = ROUTE,
+        base_url: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.config = config
+        self.transport = transport
         self.route = route
         self.url = messages_url(base_url or config.baseURL or DEFAULT_BASE_URL)
         self.catalog = {m.id: m for m in (config.models if config.models is not None else SHIPPED_MODELS)}
@@ -591,7 +599,10 @@ class DeepSeekAdapter:
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = http.make_client(self.config.connectTimeoutMs, self.config.streamIdleTimeoutMs, [self.url])
+            config = self.config
+            self._client = http.make_client(
+                config.connectTimeoutMs, config.streamIdleTimeoutMs, [self.url], self.transport
+            )
         return self._client
 
     async def stream(self, options: dict[str, Any]) -> AsyncIterator[StreamChunk]:
@@ -629,11 +640,13 @@ def _wire_tool(tool: dict[str, Any]) -> dict[str, Any]:
 
 name = "llm-deepseek"
 inject = ("llm",)
+optional = (http.TRANSPORT_SERVICE,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register the ``deepseek-official`` route; the HTTP pool closes when the plugin unloads."""
     base = config.baseURL or os.environ.get("DEEPSEEK_BASE_URL", "").strip() or DEFAULT_BASE_URL
-    adapter = DeepSeekAdapter(config, base_url=http.check_base_url(base))
+    transport = ctx.get(http.TRANSPORT_SERVICE)
+    adapter = DeepSeekAdapter(config, base_url=http.check_base_url(base), transport=transport)
     ctx.register(adapter.aclose)
     ctx.llm.register_adapter(ctx, [ROUTE], adapter)

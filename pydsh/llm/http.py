@@ -140,18 +140,27 @@ def harness_headers(options: Mapping[str, Any], user_id: str | None) -> dict[str
     return headers
 
 
-def make_client(connect_ms: float, idle_ms: float, urls: Iterable[str]) -> httpx.AsyncClient:
+TRANSPORT_SERVICE = "llm_transport"
+"""Service name of an ``httpx.AsyncBaseTransport`` every HTTP adapter sends through when provided."""
+
+
+def make_client(
+    connect_ms: float, idle_ms: float, urls: Iterable[str], transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
     """One pooled HTTP/1.1 client: no redirects, proxies from the environment, idle read timeout.
 
     When every URL it will reach is plain ``http://`` and no proxy is configured, no TLS can
     happen, so the CA bundle is not loaded (about 90 ms off the first call to a local server).
+    A given ``transport`` (for example ``httpx.MockTransport`` in tests) carries every request.
     """
     import httpx
 
     timeout = httpx.Timeout(connect=connect_ms / 1000, read=idle_ms / 1000, write=30.0, pool=30.0)
     proxied = any(name.lower().endswith("_proxy") for name in os.environ)
-    plain = not proxied and all(url.startswith("http://") for url in urls)
-    return httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True, verify=not plain)
+    plain = transport is not None or (not proxied and all(url.startswith("http://") for url in urls))
+    return httpx.AsyncClient(
+        timeout=timeout, follow_redirects=False, trust_env=True, verify=not plain, transport=transport
+    )
 
 
 def encode_body(body: dict[str, Any]) -> bytes:

@@ -306,8 +306,9 @@ def map_usage(raw: dict[str, Any]) -> dict[str, int]:
 class OpenAICompatAdapter:
     """Chat-completions adapter serving every configured route with one HTTP pool."""
 
-    def __init__(self, providers: list[ProviderConfig]) -> None:
+    def __init__(self, providers: list[ProviderConfig], *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.providers = {p.id: p for p in providers}
+        self.transport = transport
         self._client: httpx.AsyncClient | None = None
         self._user_id: str | None = None
 
@@ -396,7 +397,7 @@ class OpenAICompatAdapter:
         headers = self.headers(options, config)
         if self._client is None:
             urls = [p.baseURL for p in self.providers.values()]
-            self._client = http.make_client(config.connectTimeoutMs, config.streamIdleTimeoutMs, urls)
+            self._client = http.make_client(config.connectTimeoutMs, config.streamIdleTimeoutMs, urls, self.transport)
         timeout = httpx.Timeout(
             connect=config.connectTimeoutMs / 1000, read=config.streamIdleTimeoutMs / 1000, write=30.0, pool=30.0
         )
@@ -422,12 +423,13 @@ class OpenAICompatAdapter:
 
 name = "llm-openai-compat"
 inject = ("llm",)
+optional = (http.TRANSPORT_SERVICE,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register every configured chat-completions route on one adapter."""
     providers = config.providers if config.providers is not None else shipped_providers()
-    adapter = OpenAICompatAdapter(providers)
+    adapter = OpenAICompatAdapter(providers, transport=ctx.get(http.TRANSPORT_SERVICE))
     ctx.register(adapter.aclose)
     if providers:
         ctx.llm.register_adapter(ctx, [p.id for p in providers], adapter)

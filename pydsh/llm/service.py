@@ -17,6 +17,7 @@ from pydsh.kernel.cancel import NEVER, AbortError, AbortSignal
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import Disposer
+from pydsh.kernel.invariants import InvariantError
 from pydsh.llm.types import CHUNK_KEYS, LlmError, ModelInfo, ProviderInfo, StreamChunk
 
 define_event("llm/stream", "waterfall")
@@ -162,7 +163,10 @@ class LlmService:
     # -- streaming ------------------------------------------------------------------------
 
     def stream(self, options: dict[str, Any]) -> AsyncIterator[StreamChunk]:
-        """Run ``llm/stream`` for ``options`` and normalise the chunks (never raises but cancellation)."""
+        """Run ``llm/stream`` for ``options`` and normalise the chunks.
+
+        Never raises but cancellation and ``InvariantError`` (a companion's verdict is no model failure).
+        """
         return self._run(options, None)
 
     def _dispatch(self, options: dict[str, Any], adapter: Any) -> AsyncIterator[StreamChunk]:
@@ -221,6 +225,8 @@ class LlmService:
                 finish = settle({"type": "finish", "reason": {"kind": "stop"}}, bool(index_of))
         except (LlmError, AbortError) as exc:
             finish = failure_finish(exc, signal)
+        except InvariantError:
+            raise
         except Exception as exc:
             log.warning("model stream failed: %s", exc, exc_info=True)
             finish = failure_finish(exc, signal)

@@ -116,6 +116,19 @@ def snapshot(value: Any, path: str = "data") -> Any:
     raise TypeError(f"{path}: {type(value).__name__} is not lossless JSON")
 
 
+def freeze(value: Any) -> Any:
+    """``value`` (parsed JSON) with every dict and list made immutable; frozen containers are shared, not copied."""
+    kind = type(value)
+    if kind is dict:
+        return FrozenDict({k: freeze(v) if type(v) in _MUTABLE else v for k, v in value.items()})
+    if kind is list:
+        return FrozenList([freeze(v) if type(v) in _MUTABLE else v for v in value])
+    return value
+
+
+_MUTABLE = (dict, list)
+
+
 def thaw(value: Any) -> Any:
     """A mutable deep copy of (possibly frozen) JSON data."""
     if isinstance(value, dict):

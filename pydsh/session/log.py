@@ -19,6 +19,7 @@ from pydsh.session.events import (
     Event,
     build_event,
     check_envelope,
+    freeze,
     header_problem,
     inherited_event_count,
     snapshot,
@@ -73,7 +74,7 @@ class Session:
         self._last_context: dict[str, Any] | None = None
         for event in events:
             check_envelope(event, len(self.events))
-            self._commit(event)
+            self._commit(dict(freeze(event)))
         self._rules.check_seed(header["isSeeded"])
 
     def __repr__(self) -> str:
@@ -208,7 +209,7 @@ class SessionStore:
         inherited = inherited_event_count(events)
         session = Session(header, events, inherited_event_count=inherited)
         if not events or events[-1]["type"] != "session/end-seed":
-            end_seed = build_event("session/end-seed", marker, max(now_ms(), session.last_time), {})
+            end_seed = build_event("session/end-seed", marker, max(now_ms(), session.last_time), snapshot({}))
             session._commit(end_seed)
         session.publish = self._publish
         return session

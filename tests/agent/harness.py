@@ -12,31 +12,9 @@ from pydsh.agent.loop import LoopAgent, LoopHandle
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Composition, resolve_rows
+from pydsh.testing import SCRIPTED_PROVIDERS, scripted_patch
 
-REPLAY_PROVIDERS = [
-    {
-        "id": "deepseek-official",
-        "name": "DeepSeek (scripted)",
-        "retryPolicy": {"mode": "normal", "backoff": {"initialDelayMs": 1, "maxDelayMs": 1, "jitterRatio": 0}},
-        "models": [{"id": "deepseek-v4-flash", "contextWindow": 128000}],
-    }
-]
-
-
-def scripted_patch(scripts: list[Any], providers: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """The patch that replaces the DeepSeek adapter by a scripted one."""
-    return [
-        {"id": "llm-deepseek", "disabled": True},
-        {
-            "insert": [
-                {
-                    "id": "llm-replay",
-                    "name": "llm-replay",
-                    "config": {"scripts": scripts, "providers": providers or REPLAY_PROVIDERS},
-                }
-            ]
-        },
-    ]
+REPLAY_PROVIDERS = SCRIPTED_PROVIDERS
 
 
 def compose(bundles: list[str], patches: list[list[dict[str, Any]]]) -> Composition:

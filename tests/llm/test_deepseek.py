@@ -364,13 +364,10 @@ async def test_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def raw_adapter(body: str, status: int = 200, headers: dict[str, str] | None = None) -> DeepSeekAdapter:
-    adapter = DeepSeekAdapter(Config(), base_url="http://mock.invalid")
-
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, content=body.encode(), headers=headers or {"content-type": "text/event-stream"})
 
-    adapter._client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    return adapter
+    return DeepSeekAdapter(Config(), base_url="http://mock.invalid", transport=httpx.MockTransport(handler))
 
 
 def data_lines(*events: dict[str, Any], named: bool = False) -> str:

@@ -240,9 +240,8 @@ def test_empty_completion() -> None:
 
 async def test_http_error_classification_order() -> None:
     def adapter_for(status: int, body: dict[str, Any]) -> OpenAICompatAdapter:
-        adapter = OpenAICompatAdapter([ProviderConfig(id="r", baseURL="http://mock.invalid")])
-        adapter._client = httpx.AsyncClient(transport=httpx.MockTransport(lambda _r: httpx.Response(status, json=body)))
-        return adapter
+        transport = httpx.MockTransport(lambda _r: httpx.Response(status, json=body))
+        return OpenAICompatAdapter([ProviderConfig(id="r", baseURL="http://mock.invalid")], transport=transport)
 
     cases = [
         (403, {"error": {"message": "insufficient quota"}}, "AUTH"),

@@ -73,6 +73,17 @@ def test_golden_fixture_parses_validates_and_derives_messages() -> None:
     assert session.derive_messages() is not session.derive_messages()
 
 
+def test_stored_events_are_frozen_like_appended_ones() -> None:
+    header, events = golden_rows()
+    session = Session(header, events)
+    message = session.derive_messages()[1]
+    with pytest.raises(TypeError, match="immutable"):
+        message["content"].append({"type": "text", "text": "edited"})
+    with pytest.raises(TypeError, match="immutable"):
+        session.request_header()["config"]["model"] = "other"  # type: ignore[index]
+    assert session.events[0]["data"] == events[0]["data"] and session.events[0] is not events[0]
+
+
 # -- append semantics ------------------------------------------------------------------------
 
 
