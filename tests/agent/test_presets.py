@@ -15,6 +15,7 @@ from pydsh.kernel.fiber import ACTIVE, DISPOSED
 from pydsh.kernel.invariants import InvariantError
 from tests.agent.harness import Host, compose, start_host, types
 from tests.agent.preset_plugins import LATE, Widget
+from tests.conftest import Violations
 from tests.subagents.helpers import calls, deleg, quiesce
 
 ROSTER = ("base", "presets")
@@ -58,7 +59,7 @@ async def test_roster_lists_the_shipped_presets_in_order(tmp_path: Path) -> None
 
 
 async def test_a_unjoined_agent_is_warned_once_and_fails_at_its_first_assembly(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, violations: Violations
 ) -> None:
     host = await start_host([{"text": "never"}], bundles=ROSTER)
     try:
@@ -76,8 +77,10 @@ async def test_a_unjoined_agent_is_warned_once_and_fails_at_its_first_assembly(
         assert isinstance(errors[0], InvariantError)
         assert "addressed a model without joining any agent preset while a roster is composed" in str(errors[0])
         assert events[-1]["data"]["reason"]["kind"] == "error"
+        assert violations.take() == [str(errors[0])]
     finally:
-        await host.close()
+        with pytest.raises(ExceptionGroup):
+            await host.close()
 
 
 async def test_b_a_joined_agent_gets_the_preset_plane(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -226,7 +229,7 @@ async def test_rows_that_never_activate_break_the_preset_with_one_line_each() ->
         await host.close()
 
 
-async def test_a_service_published_after_the_audit_fails_the_invariant() -> None:
+async def test_a_service_published_after_the_audit_fails_the_invariant(violations: Violations) -> None:
     LATE.clear()
     rows = [{"id": "late", "name": "tests.agent.preset_plugins:late_provider"}]
     host = await start_host([], bundles=ROSTER, patches=([{"insert": [declaration("preset-late", "late", rows)]}],))
@@ -238,8 +241,10 @@ async def test_a_service_published_after_the_audit_fails_the_invariant() -> None
             r'after its mount was audited \(observed while notifying "gadget"\)',
         ):
             LATE[0].provide("gadget", object())
+        assert len(violations.take()) == 1
     finally:
-        await host.close()
+        with pytest.raises(ExceptionGroup):
+            await host.close()
 
 
 async def test_duplicate_preset_ids_fail_the_second_registration() -> None:
