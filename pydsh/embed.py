@@ -459,6 +459,7 @@ class Host:
     ) -> Agent:
         """A new agent and session in ``cwd`` (default: the host's); the route defaults to the profile's."""
         from pydsh.agent.agent import AgentOptions
+        from pydsh.agent.presets import header_preset, preset_setup
         from pydsh.agent.registry import CreateAgentOptions
         from pydsh.kernel import services
 
@@ -469,7 +470,13 @@ class Host:
             raise HostError(f'session "{session_id}" already exists; continue it with resume_agent')
         options = AgentOptions(provider=provider, model=model, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
         handle = await services.agents(self.ctx).create(
-            CreateAgentOptions(session_id=session_id, cwd=workspace, agent_options=options)
+            CreateAgentOptions(
+                session_id=session_id,
+                cwd=workspace,
+                agent_options=options,
+                agent_preset=header_preset(self.ctx, None),
+                setup=preset_setup(self.ctx),
+            )
         )
         return self._track(handle)
 
@@ -484,12 +491,15 @@ class Host:
     ) -> Agent:
         """The agent of a persisted session, continuing its log (same session id)."""
         from pydsh.agent.agent import AgentOptions
+        from pydsh.agent.presets import preset_setup
         from pydsh.kernel import services
         from pydsh.session.errors import SessionPersistenceNotFoundError
 
         options = AgentOptions(provider=provider, model=model, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
         try:
-            handle = await services.agents(self.ctx).resume(session_id, agent_options=options)
+            handle = await services.agents(self.ctx).resume(
+                session_id, agent_options=options, setup=preset_setup(self.ctx)
+            )
         except SessionPersistenceNotFoundError:
             raise HostError(f'session "{session_id}" not found') from None
         return self._track(handle)

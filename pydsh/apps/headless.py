@@ -17,6 +17,7 @@ import sys
 from typing import Any, TextIO
 
 from pydsh.agent.agent import AgentOptions, user_message
+from pydsh.agent.presets import RemoteError, header_preset, preset_setup
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionPersistenceNotFoundError
@@ -24,7 +25,9 @@ from pydsh.session.events import Event
 from pydsh.session.log import Session
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-USAGE = 'pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M]'
+USAGE = (
+    'pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M] [--preset ID]'
+)
 
 
 class HeadlessUsageError(Exception):
@@ -45,9 +48,12 @@ def parse_args(args: list[str]) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print a JSON result instead of the answer")
     parser.add_argument("--provider")
     parser.add_argument("--model")
+    parser.add_argument("--preset", help="agent preset of a new session (profiles with a preset roster)")
     ns = parser.parse_args(args)
     if ns.resume and (ns.session or ns.cwd):
         raise HeadlessUsageError("error: --resume cannot be combined with --session or --cwd")
+    if ns.resume and ns.preset:
+        raise HeadlessUsageError("error: --resume keeps the session's preset; --preset is for a new session")
     if bool(ns.provider) != bool(ns.model):
         raise HeadlessUsageError("error: give --provider and --model together")
     if ns.cwd and not os.path.isdir(ns.cwd):
@@ -142,7 +148,7 @@ class HeadlessApp:
         options = AgentOptions(provider=ns.provider, model=ns.model)
         if ns.resume:
             try:
-                return await agents.resume(ns.resume, agent_options=options)
+                return await agents.resume(ns.resume, agent_options=options, setup=preset_setup(self.ctx))
             except SessionPersistenceNotFoundError:
                 raise HeadlessUsageError(f'error: session "{ns.resume}" not found') from None
         if ns.session:
@@ -155,13 +161,24 @@ class HeadlessApp:
                     f'error: session "{ns.session}" already exists; continue it with --resume {ns.session}'
                 )
         cwd = os.path.abspath(ns.cwd or os.getcwd())
-        return await agents.create(CreateAgentOptions(session_id=ns.session, cwd=cwd, agent_options=options))
+        return await agents.create(
+            CreateAgentOptions(
+                session_id=ns.session,
+                cwd=cwd,
+                agent_options=options,
+                agent_preset=header_preset(self.ctx, ns.preset),
+                setup=preset_setup(self.ctx),
+            )
+        )
 
     async def _run(self, ns: argparse.Namespace) -> int:
         try:
             handle = await self._open(ns)
         except HeadlessUsageError as exc:
             print(exc, file=sys.stderr)
+            return 2
+        except RemoteError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
         agent = handle.agent
         trace = Trace(sys.stderr, agent.id)

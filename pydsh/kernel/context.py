@@ -12,22 +12,28 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydsh.kernel.errors import KernelError
-from pydsh.kernel.events import EventBus
+from pydsh.kernel.events import EventBus, define_event
 from pydsh.kernel.fiber import Disposer, Fiber, async_teardown_of, teardown_of
 from pydsh.kernel.scope import ScopeTree
 
 if TYPE_CHECKING:
     from pydsh.kernel.plugin import Loader
 
+SERVICE_PROVIDED = "kernel/service-provided"
+define_event(SERVICE_PROVIDED, "bail")
+"""``(name, realm, fiber)`` after a service is provided; a listener's raise fails the provider (audits)."""
+
 
 class Realm:
     """A table ``name -> service`` whose changes are reported to the loader."""
 
-    __slots__ = ("_services", "_on_change")
+    __slots__ = ("_services", "_on_change", "owners")
 
     def __init__(self, on_change: Callable[[Realm, str], None]) -> None:
         self._services: dict[str, object] = {}
         self._on_change = on_change
+        self.owners: dict[str, Fiber] = {}
+        """The fiber that provided each service, for audits of who publishes what."""
 
     def get(self, name: str) -> object | None:
         return self._services.get(name)
@@ -42,7 +48,11 @@ class Realm:
     def discard(self, name: str, value: object) -> None:
         if self._services.get(name) is value:
             del self._services[name]
+            self.owners.pop(name, None)
             self._on_change(self, name)
+
+    def names(self) -> list[str]:
+        return list(self._services)
 
 
 class Runtime:
@@ -113,8 +123,12 @@ class Context:
             raise KernelError("DUPLICATE_SERVICE", name)
         if not self.fiber.accepts_effects:
             raise KernelError("INACTIVE_EFFECT", f"fiber {self.fiber.row_id} is {self.fiber.state}")
+        realm.owners[name] = self.fiber
         realm.set(name, value)
-        return self.fiber.push(lambda: realm.discard(name, value))
+        disposer = self.fiber.push(lambda: realm.discard(name, value))
+        if self.runtime.bus.has_listeners(SERVICE_PROVIDED):
+            self.runtime.bus.bail(SERVICE_PROVIDED, name, realm, self.fiber)
+        return disposer
 
     # -- derived contexts -----------------------------------------------------------------
 

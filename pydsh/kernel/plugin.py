@@ -221,6 +221,18 @@ class Loader:
         await self.settle()
         return fiber
 
+    @property
+    def idle(self) -> bool:
+        """Nothing is queued or activating: every fiber's state is settled."""
+        return not self._queue and self._settling is None
+
+    def missing_services(self, fiber: Fiber) -> tuple[str, ...]:
+        """The injected services ``fiber`` still waits for (empty when it is not pending)."""
+        slot = self._slots.get(fiber)
+        if slot is None or fiber.state != PENDING:
+            return ()
+        return tuple(name for name in slot.deps if slot.ctx.get(name) is None)
+
     def _fail(self, fiber: Fiber, exc: BaseException) -> None:
         fiber.state = FAILED
         fiber.error = exc

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from pydsh import __version__
 from pydsh.agent.agent import Agent, AgentOptions, user_message
+from pydsh.agent.presets import header_preset, preset_setup
 from pydsh.agent.registry import AgentHandle, AgentRegistry, CreateAgentOptions
 from pydsh.kernel import services
 from pydsh.kernel.context import Context
@@ -579,7 +580,7 @@ class SdkServer:
             raise WireError(f"SDK session is already open or opening: {session_id}")
 
         async def resume() -> AgentHandle:
-            return await self.agents.resume(session_id, agent_options=defaults.options)
+            return await self.agents.resume(session_id, agent_options=defaults.options, setup=preset_setup(self.ctx))
 
         await self._track(session_id, resume)
         return {}
@@ -639,7 +640,13 @@ class SdkServer:
             persistence = self.ctx.get("session_persistence")
             if self.sessions.get(session_id) is None and persistence is not None and persistence.exists(session_id):
                 raise WireError(f'session "{session_id}" already exists')
-            opts = CreateAgentOptions(session_id=session_id, cwd=defaults.cwd, agent_options=defaults.options)
+            opts = CreateAgentOptions(
+                session_id=session_id,
+                cwd=defaults.cwd,
+                agent_options=defaults.options,
+                agent_preset=header_preset(self.ctx, None),
+                setup=preset_setup(self.ctx),
+            )
             return await self.agents.create(opts)
 
         return await self._track(session_id, create)

@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pydsh.agent.agent import AgentOptions, user_message
-from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
+from pydsh.agent.agent import Agent, AgentOptions, user_message
+from pydsh.agent.registry import AgentRegistry, CreateAgentOptions, Setup
 from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
@@ -372,6 +372,21 @@ class SubagentService:
             events.append(build_event(etype, len(events), time, data))
         return events, inherited
 
+    def _parent_preset(self, parent: Agent) -> str | None:
+        roster = self.ctx.get("agent_presets")
+        return roster.composed_preset(parent.ctx) if roster is not None else None
+
+    def _join_parent_preset(self, parent: Agent) -> Setup | None:
+        """A child joins the exact preset generation its parent runs (before it is published)."""
+        roster = self.ctx.get("agent_presets")
+        if roster is None:
+            return None
+
+        def setup(child_ctx: Context, _child: Agent) -> None:
+            roster.compose_from(child_ctx, parent.ctx)
+
+        return setup
+
     async def _create_child(
         self, provider: Provider, request: StartRequest, reservation: Reservation, depth: int, root_id: str
     ) -> str:
@@ -398,6 +413,8 @@ class SubagentService:
                 prefix_events=prefix,
                 inherited_event_count=inherited,
                 agent_options=options,
+                agent_preset=self._parent_preset(parent),
+                setup=self._join_parent_preset(parent),
             )
         )
         child = handle.agent
