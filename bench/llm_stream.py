@@ -1,6 +1,9 @@
 """Throughput of the model layer: mock → DeepSeek adapter → service normaliser → records/assembly.
 
 Run: python bench/llm_stream.py [calls]
+
+Also times folding one long answer (10,000 text deltas of 1 KiB) into content blocks, which must
+stay linear in the answer's length.
 """
 
 from __future__ import annotations
@@ -41,5 +44,18 @@ async def main(calls: int) -> None:
     print(f"per_chunk={elapsed / chunks * 1e6:.1f}us (mock server in the same process)")
 
 
+def long_answer(deltas: int = 10_000, size: int = 1024) -> None:
+    """Fold one answer of ``deltas`` text deltas into its block and print the time."""
+    piece = "x" * size
+    start = time.perf_counter()
+    asm = BlockAssembler()
+    for _ in range(deltas):
+        asm.add({"type": "text-delta", "index": 0, "text": piece})
+    text = asm.content()[0]["text"]
+    elapsed = time.perf_counter() - start
+    print(f"long answer: {deltas} deltas of {size} B ({len(text) / 1e6:.1f} MB) folded in {elapsed * 1000:.1f} ms")
+
+
 if __name__ == "__main__":
     asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 50))
+    long_answer()

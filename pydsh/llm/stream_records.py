@@ -199,12 +199,17 @@ def _chunk_field_problem(ctype: str, chunk: dict[str, Any]) -> str | None:
 
 
 class BlockAssembler:
-    """Folds stream chunks into assistant content blocks, usage, finish reason and replay state."""
+    """Folds stream chunks into assistant content blocks, usage, finish reason and replay state.
 
-    __slots__ = ("_blocks", "_order", "_closed", "usage", "_finish", "_replay_state")
+    Deltas are kept as pieces and joined when the blocks are read: appending to a string a block
+    still references copies it whole, which made long streams quadratic.
+    """
+
+    __slots__ = ("_blocks", "_pieces", "_order", "_closed", "usage", "_finish", "_replay_state")
 
     def __init__(self) -> None:
         self._blocks: dict[int, ContentBlock] = {}
+        self._pieces: dict[int, list[str]] = {}
         self._order: list[int] = []
         self._closed: set[int] = set()
         self.usage: dict[str, Any] | None = None
@@ -231,7 +236,7 @@ class BlockAssembler:
         if ctype in ("text-delta", "reasoning-delta"):
             block = self._open(chunk["index"], "text" if ctype == "text-delta" else "reasoning")
             if block is not None and "text" in block:
-                block["text"] += chunk["text"]
+                self._pieces.setdefault(chunk["index"], []).append(chunk["text"])
         elif ctype == "tool-call-delta":
             block = self._open(chunk["index"], "tool-call")
             if block is not None and block["type"] == "tool-call":
@@ -239,7 +244,7 @@ class BlockAssembler:
                     block["id"] = chunk["id"]
                 if chunk.get("name"):
                     block["name"] = chunk["name"]
-                block["arguments"] += chunk["argumentsDelta"]
+                self._pieces.setdefault(chunk["index"], []).append(chunk["argumentsDelta"])
         elif ctype == "block-start":
             self._open(chunk["index"], chunk["blockType"])
         elif ctype == "block-end":
@@ -248,6 +253,7 @@ class BlockAssembler:
                 return
             if index not in self._blocks:
                 self._order.append(index)
+            self._pieces.pop(index, None)
             self._blocks[index] = dict(chunk["block"])
             self._closed.add(index)
         elif ctype == "usage":
@@ -267,8 +273,17 @@ class BlockAssembler:
             return set()
         return {pos for pos, i in enumerate(self._order) if self._blocks[i]["type"] == "tool-call"}
 
+    def _join(self) -> None:
+        """Fold the pending delta pieces into their blocks' text or arguments."""
+        for index, pieces in self._pieces.items():
+            block = self._blocks[index]
+            field = "arguments" if block["type"] == "tool-call" else "text"
+            block[field] += "".join(pieces)
+        self._pieces.clear()
+
     def content(self) -> list[ContentBlock]:
         """Blocks in first-seen index order; tool calls dropped after ``max-tokens``."""
+        self._join()
         dropped = self._dropped()
         return [self._blocks[i] for pos, i in enumerate(self._order) if pos not in dropped]
 
@@ -283,6 +298,7 @@ class BlockAssembler:
 
     def interrupted_blocks(self) -> list[ContentBlock]:
         """The interrupted prefix kept on abort: text/reasoning blocks with non-whitespace text."""
+        self._join()
         out = []
         for i in self._order:
             block = self._blocks[i]
