@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from pydsh import __version__
 from pydsh.kernel.cancel import AbortError, AbortSignal
@@ -128,13 +128,20 @@ def anonymous_user_id() -> str | None:
     return value
 
 
+def header_safe(value: str) -> str:
+    """``value`` as is when it is printable ASCII, else percent-encoded UTF-8 (HTTP headers carry ASCII only)."""
+    if value.isascii() and value.isprintable():
+        return value
+    return quote(value, safe="", errors="surrogatepass")
+
+
 def harness_headers(options: Mapping[str, Any], user_id: str | None) -> dict[str, str]:
     """The ``x-deepseek-harness-*`` attribution headers of one call."""
     headers: dict[str, str] = {}
     if user_id:
         headers["x-deepseek-harness-user-id"] = user_id
     if options.get("sessionId"):
-        headers["x-deepseek-harness-session-id"] = str(options["sessionId"])
+        headers["x-deepseek-harness-session-id"] = header_safe(str(options["sessionId"]))
     if options.get("purpose") == "compaction":
         headers["x-deepseek-harness-compact"] = "1"
     return headers

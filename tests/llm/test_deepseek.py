@@ -582,3 +582,23 @@ async def test_plugin_uses_deepseek_base_url_and_imports_httpx_lazily(monkeypatc
     code = "import sys, pydsh.llm.deepseek, pydsh.llm.openai_compat, pydsh.llm.service; print('httpx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_a_non_ascii_session_id_is_percent_encoded_in_its_header() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = data_lines(
+            {"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 0}}},
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "ok"}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+            {"type": "message_stop"},
+        )
+        return httpx.Response(200, content=body.encode(), headers={"content-type": "text/event-stream"})
+
+    adapter = DeepSeekAdapter(Config(), base_url="http://mock.invalid", transport=httpx.MockTransport(handler))
+    await collect(adapter.stream({"model": MODEL, "messages": [text("user", "q", "u")], "sessionId": "café 1"}))
+    await collect(adapter.stream({"model": MODEL, "messages": [text("user", "q", "u")], "sessionId": "plain-id"}))
+    assert [r.headers["x-deepseek-harness-session-id"] for r in seen] == ["caf%C3%A9%201", "plain-id"]
