@@ -297,3 +297,32 @@ async def test_cancelled_flush_never_writes_a_batch_twice(tmp_path: Path) -> Non
     await handle.close()
     events = await JsonlPersistence(tmp_path).open("c", "read")
     assert [e["seq"] for e in await events.read()] == list(range(40))
+
+
+async def test_home_profile_and_session_directories_pydsh_creates_are_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydsh.kernel.compose import dsh_home
+    from pydsh.kernel.profiles import ensure_profile
+    from pydsh.llm.http import anonymous_user_id
+
+    existing = tmp_path / "existing"
+    existing.mkdir(mode=0o755)
+    os.chmod(existing, 0o755)
+    monkeypatch.setenv("DSH_HOME", str(existing / "home"))
+    previous = os.umask(0o022)
+    try:
+        ensure_profile("headless")
+        assert anonymous_user_id()
+        handle = await JsonlPersistence(dsh_home() / "sessions").create(make_header("s1", 1, cwd="/home/u/proj"))
+        handle.append(turn(0, 1))
+        await handle.close()
+    finally:
+        os.umask(previous)
+    home = dsh_home()
+    created = [home, home / "profiles", home / "profiles" / "headless", home / "sessions"]
+    created += [home / "sessions" / "--home-u-proj--", home / "sessions" / "--home-u-proj--" / "s1"]
+    assert {str(p.relative_to(existing)): oct(p.stat().st_mode & 0o777) for p in created} == {
+        str(p.relative_to(existing)): "0o700" for p in created
+    }
+    assert oct(existing.stat().st_mode & 0o777) == "0o755"

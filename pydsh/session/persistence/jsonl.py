@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pydsh.kernel.context import Context
+from pydsh.kernel.profiles import private_dir
 from pydsh.session.errors import (
     SessionAlreadyExistsError,
     SessionAlreadyOwnedError,
@@ -385,7 +386,7 @@ class JsonlHandle:
         self._size += len(data)
 
     def _materialize(self, payload: bytes) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.directory)
         self._lock()
         header_line = json.dumps(self.header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         data = self.store.frame(header_line) + self.store.frame(payload)
