@@ -23,6 +23,7 @@ from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionPersistenceNotFoundError
 from pydsh.session.events import Event
 from pydsh.session.log import Session
+from pydsh.session.persistence.base import SessionPersistence
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 USAGE = (
@@ -152,9 +153,9 @@ class HeadlessApp:
             except SessionPersistenceNotFoundError:
                 raise HeadlessUsageError(f'error: session "{ns.resume}" not found') from None
         if ns.session:
-            persistence = self.ctx.get("session_persistence")
+            persistence: SessionPersistence | None = self.ctx.get("session_persistence")
             exists = self.ctx.require("sessions").get(ns.session) is not None or (
-                persistence is not None and persistence.exists(ns.session)
+                persistence is not None and await persistence.exists(ns.session)
             )
             if exists:
                 raise HeadlessUsageError(

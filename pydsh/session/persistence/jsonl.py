@@ -39,7 +39,7 @@ from pydsh.session.errors import (
 )
 from pydsh.session.events import Event, check_envelope, header_problem, inherited_event_count, version_gate
 from pydsh.session.log import Session
-from pydsh.session.persistence.base import Access
+from pydsh.session.persistence.base import Access, SessionHandle, SessionPersistence
 
 BATCH_WINDOW_S = 0.2
 PLAIN = "session.v4.jsonl"
@@ -515,7 +515,7 @@ class JsonlPersistence:
         return self.root / project_key(header.get("cwd")) / encode_segment(header["id"])
 
     def find(self, session_id: str) -> Path | None:
-        """The directory holding ``session_id``'s log, looked up across every cwd key."""
+        """The directory holding ``session_id``'s log, looked up across every cwd key (blocking)."""
         segment = encode_segment(session_id)
         if not self.root.is_dir():
             return None
@@ -525,8 +525,15 @@ class JsonlPersistence:
                 return candidate
         return None
 
-    def exists(self, session_id: str) -> bool:
-        return self.find(session_id) is not None
+    async def _located(self, session_id: str) -> Path:
+        directory = await asyncio.to_thread(self.find, session_id)
+        if directory is None:
+            raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
+        return directory
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether a log of ``session_id`` is stored (the directory scan runs in a worker thread)."""
+        return await asyncio.to_thread(self.find, session_id) is not None
 
     def _log_path(self, directory: Path) -> Path:
         plain, zstd = directory / PLAIN, directory / ZSTD
@@ -551,7 +558,7 @@ class JsonlPersistence:
 
     async def create(self, header: dict[str, Any], *, inherited_event_count: int = 0) -> JsonlHandle:
         """A write handle for a new session; nothing is written until its first flush."""
-        if header["id"] in self._handles or self.exists(header["id"]):
+        if header["id"] in self._handles or await self.exists(header["id"]):
             raise SessionAlreadyExistsError(f'session "{header["id"]}" already exists')
         handle = JsonlHandle(
             self, header, self.directory_for(header), "write", inherited_event_count=inherited_event_count
@@ -565,9 +572,7 @@ class JsonlPersistence:
         if access == "write":
             if session_id in self._handles:
                 raise SessionAlreadyOwnedError(f'session "{session_id}" is already open for writing')
-            found = self.find(session_id)
-            if found is None:
-                raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
+            found = await self._located(session_id)
             lock_fd = await asyncio.to_thread(acquire_lock, found / LOCK, session_id)
         try:
             directory, stored = await asyncio.to_thread(self.read_stored, session_id)
@@ -602,10 +607,7 @@ class JsonlPersistence:
             raise ExceptionGroup("closing session logs failed", errors)
 
     async def stat(self, session_id: str) -> dict[str, Any]:
-        directory = self.find(session_id)
-        if directory is None:
-            raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
-        return await asyncio.to_thread(self._stat_dir, directory)
+        return await asyncio.to_thread(self._stat_dir, await self._located(session_id))
 
     def _stat_dir(self, directory: Path) -> dict[str, Any]:
         path = self._log_path(directory)
@@ -631,8 +633,10 @@ class JsonlPersistence:
 
     # -- binding live sessions --------------------------------------------------------------
 
-    def bind(self, session: Session, handle: JsonlHandle) -> None:
+    def bind(self, session: Session, handle: SessionHandle) -> None:
         """Copy ``session``'s not-yet-stored events into ``handle`` and follow its appends."""
+        if not isinstance(handle, JsonlHandle) or handle.store is not self:
+            raise TypeError(f'session "{session.id}": the handle belongs to another persistence store')
         handle.append(session.events[handle.count :])
         self._handles[session.id] = handle
 
@@ -668,7 +672,8 @@ inject = ("sessions",)
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``session_persistence`` and copy committed events into their write handles."""
     store = JsonlPersistence(Path(config.root).expanduser(), compression=config.compression)
-    ctx.provide("session_persistence", store)
+    seam: SessionPersistence = store
+    ctx.provide("session_persistence", seam)
 
     def on_event(session: Session, event: Event) -> None:
         handle = store.handle_of(session.id)
