@@ -20,7 +20,7 @@ from pydsh.agent.agent import AgentOptions, user_message
 from pydsh.agent.presets import RemoteError, header_preset, preset_setup
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
 from pydsh.kernel.context import Context
-from pydsh.session.errors import SessionPersistenceNotFoundError
+from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.events import Event
 from pydsh.session.log import Session
 from pydsh.session.persistence.base import SessionPersistence
@@ -181,6 +181,9 @@ class HeadlessApp:
         except RemoteError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        except SessionError as exc:
+            print(f"pydsh: {exc}", file=sys.stderr)
+            return 1
         agent = handle.agent
         trace = Trace(sys.stderr, agent.id)
         self.ctx.on("session/event", trace.event, global_=False)

@@ -12,6 +12,7 @@ from pydsh.session.errors import (
     SessionHandleClosedError,
     SessionOwnershipLostError,
     SessionPersistenceCorruptionError,
+    SessionPersistenceIOError,
     SessionPersistenceNotFoundError,
     SessionReadOnlyError,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "SessionOwnershipLostError",
     "SessionPersistence",
     "SessionPersistenceCorruptionError",
+    "SessionPersistenceIOError",
     "SessionPersistenceNotFoundError",
     "SessionReadOnlyError",
 ]
