@@ -32,7 +32,7 @@ class SessionHandleClosedError(SessionError):
 
 
 class SessionOwnershipLostError(SessionError):
-    pass
+    """The log or lock a writer holds was removed or replaced behind it; it writes no more."""
 
 
 class SessionPersistenceCorruptionError(SessionError):

@@ -1,5 +1,5 @@
-"""JSONL persistence under faults: damaged lines set aside, unreadable or unwritable logs — one clear
-error, nothing already stored lost."""
+"""JSONL persistence under faults: damaged lines set aside, unreadable or unwritable logs, failing
+writes and fsyncs, a log replaced behind its writer — one clear error, nothing already stored lost."""
 
 from __future__ import annotations
 
@@ -14,8 +14,14 @@ from typing import Any
 
 import pytest
 
-from pydsh.session.errors import SessionPersistenceIOError, SessionReadOnlyError
+from pydsh.session.errors import (
+    SessionAlreadyOwnedError,
+    SessionOwnershipLostError,
+    SessionPersistenceIOError,
+    SessionReadOnlyError,
+)
 from pydsh.session.events import make_header
+from pydsh.session.persistence import jsonl
 from pydsh.session.persistence.jsonl import JsonlPersistence
 from tests.session.test_persistence import stored, turn
 from tests.session.writer_proc import title
@@ -164,3 +170,111 @@ async def test_a_log_that_cannot_be_written_is_refused_at_write_open(
     assert len(await reader.read()) == 2
     writer = await JsonlPersistence(tmp_path).open("s1", "write")
     await writer.close()
+
+
+# -- failing writes and fsyncs ------------------------------------------------------------------
+
+
+class Faults:
+    """``os.write`` / ``os.fsync`` / ``os.ftruncate`` on the session log fail with chosen errnos."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.failing: dict[str, int] = {}
+        for name in ("write", "fsync", "ftruncate"):
+            monkeypatch.setattr(os, name, self._wrap(name, getattr(os, name)))
+
+    def _wrap(self, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(fd: int, *args: Any) -> Any:
+            code = self.failing.get(name)
+            if code is not None and ".jsonl" in os.readlink(f"/proc/self/fd/{fd}"):
+                if name == "write" and len(args[0]) > 1:
+                    real(fd, bytes(args[0][: len(args[0]) // 2]))
+                raise OSError(code, os.strerror(code))
+            return real(fd, *args)
+
+        return call
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+@pytest.mark.parametrize("target", ["write", "fsync", "write+ftruncate"])
+async def test_a_failed_append_leaves_the_flushed_log_intact_and_a_retry_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, target: str
+) -> None:
+    store = JsonlPersistence(tmp_path)
+    handle = await store.create(make_header("s1", 1, cwd="/home/u/proj"))
+    handle.append(turn(0, 1))
+    await handle.flush()
+    path = tmp_path / LOG
+    flushed = path.read_bytes()
+    faults = Faults(monkeypatch)
+    faults.failing = dict.fromkeys(target.split("+"), code)
+    handle.append(turn(2, 2))
+    with pytest.raises(SessionPersistenceIOError) as info:
+        await handle.flush()
+    assert str(info.value) == (
+        f"{path}: appending to the session log failed ({errno.errorcode[code]}: {os.strerror(code)})"
+    )
+    if "ftruncate" not in target:
+        assert path.read_bytes() == flushed
+    faults.failing = {}
+    await handle.flush()
+    await handle.close()
+    assert path.read_bytes().startswith(flushed)
+    reread = await JsonlPersistence(tmp_path).open("s1", "read")
+    assert [e["seq"] for e in await reread.read()] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("target", ["write", "fsync"])
+async def test_a_failed_first_write_leaves_no_log_and_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    handle = await JsonlPersistence(tmp_path).create(make_header("s1", 1, cwd="/home/u/proj"))
+    handle.append(turn(0, 1))
+    faults = Faults(monkeypatch)
+    faults.failing = {target: errno.ENOSPC}
+    with pytest.raises(SessionPersistenceIOError, match=r"creating the session log failed \(ENOSPC: "):
+        await handle.flush()
+    assert os.listdir(tmp_path / LOG.parent) == ["session.lock"]
+    faults.failing = {}
+    await handle.close()
+    reread = await JsonlPersistence(tmp_path).open("s1", "read")
+    assert [e["seq"] for e in await reread.read()] == [0, 1]
+
+
+# -- ownership ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("replace", ["log", "lock"])
+async def test_a_log_or_lock_replaced_behind_the_writer_loses_ownership(tmp_path: Path, replace: str) -> None:
+    await stored(tmp_path, turn(0, 1))
+    handle = await JsonlPersistence(tmp_path).open("s1", "write")
+    target = tmp_path / LOG if replace == "log" else tmp_path / LOG.parent / "session.lock"
+    copy = target.with_name("copy")
+    copy.write_bytes(target.read_bytes())
+    os.replace(copy, target)
+    before = (tmp_path / LOG).read_bytes()
+    handle.append(turn(2, 2))
+    with pytest.raises(SessionOwnershipLostError, match=f"^{target} was removed or replaced by another process"):
+        await handle.flush()
+    assert (tmp_path / LOG).read_bytes() == before
+    with pytest.raises(SessionOwnershipLostError):
+        await handle.close()
+
+
+async def test_lock_check_compares_the_device_as_well_as_the_inode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = tmp_path / "session.lock"
+    real = os.stat
+
+    def other_device(path: Any, *args: Any, **kw: Any) -> os.stat_result:
+        result = real(path, *args, **kw)
+        if os.fspath(path) != str(lock):
+            return result
+        fields = list(tuple(result))
+        fields[2] += 1
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "stat", other_device)
+    with pytest.raises(SessionAlreadyOwnedError, match="keeps changing"):
+        jsonl.acquire_lock(lock, "s1")

@@ -39,6 +39,7 @@ from pydsh.session.errors import (
     SessionFormatUnsupportedError,
     SessionHandleClosedError,
     SessionLogError,
+    SessionOwnershipLostError,
     SessionPersistenceCorruptionError,
     SessionPersistenceIOError,
     SessionPersistenceNotFoundError,
@@ -402,46 +403,68 @@ class JsonlHandle:
     # -- blocking work (worker thread) --------------------------------------------------------
 
     def _write(self, payload: bytes) -> None:
+        """Append one batch and fsync it; on failure the file is cut back so a retry adds no duplicate."""
         if not self._materialized:
             self._materialize(payload)
             return
         if self._fd is None:
             self._fd = open_append(self.path)
         fd = self._fd
-        if self._torn is not None:
-            os.ftruncate(fd, self._torn)
-            self._size = self._torn
-            self._torn = None
         data = self.store.frame(payload)
         try:
+            self._check_owned(fd)
+            if self._torn is not None:
+                os.ftruncate(fd, self._torn)
+                self._size = self._torn
+                self._torn = None
             _write_all(fd, data)
             os.fsync(fd)
-        except OSError:
+        except OSError as exc:
+            self._torn = self._size
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, self._size)
-            raise
+            raise io_error(self.path, "appending to the session log", exc) from None
         self._size += len(data)
 
+    def _check_owned(self, fd: int) -> None:
+        """The log and lock paths still name the files this writer holds (else another took over)."""
+        for held, path in ((fd, self.path), (self._lock_fd, self.directory / LOCK)):
+            if held is None:
+                continue
+            try:
+                same = _same_file(os.fstat(held), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if not same:
+                raise SessionOwnershipLostError(
+                    f"{path} was removed or replaced by another process; "
+                    f'session "{self.id}" is no longer written by this process'
+                )
+
     def _materialize(self, payload: bytes) -> None:
-        private_dir(self.directory)
-        self._lock()
+        """Publish header and first batch atomically (temp file, fsync, link, directory fsyncs)."""
         header_line = json.dumps(self.header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         data = self.store.frame(header_line) + self.store.frame(payload)
         tmp = self.path.with_name(f"{self.path.name}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            _write_all(fd, data)
-            os.fsync(fd)
+            private_dir(self.directory)
+            self._lock()
+            _write_new_file(tmp, data)
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                raise SessionAlreadyExistsError(f'session "{self.id}" already exists at {self.path}') from None
+            try:
+                _fsync_dir(self.directory)
+                _fsync_dir(self.directory.parent)
+            except OSError:
+                self.path.unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise io_error(self.path, "creating the session log", exc, writing=True) from None
         finally:
-            os.close(fd)
-        try:
-            os.link(tmp, self.path)
-        except FileExistsError:
-            raise SessionAlreadyExistsError(f'session "{self.id}" already exists at {self.path}') from None
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync_dir(self.directory)
-        _fsync_dir(self.directory.parent)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         self._materialized = True
         self._size = len(data)
 
@@ -502,6 +525,10 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 _NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
@@ -589,7 +616,7 @@ def acquire_lock(lock_path: Path, session_id: str) -> int:
             os.close(fd)
             raise SessionAlreadyOwnedError(f'session "{session_id}" is already owned by another writer') from None
         try:
-            same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+            same = _same_file(os.fstat(fd), os.stat(lock_path))
         except FileNotFoundError:
             same = False
         if same:
