@@ -446,11 +446,13 @@ class LoopHandle:
         try:
             await agent.scope.dispose()
         finally:
-            if self._persistence_handle is not None:
-                await (_abandon(self._persistence_handle) if discard else self._persistence_handle.close())
-            self._loop.agents.leave(agent)
-            self._loop.sessions.leave(agent.session)
-            self._loop.handles.discard(self)
+            try:
+                if self._persistence_handle is not None:
+                    await (_abandon(self._persistence_handle) if discard else self._persistence_handle.close())
+            finally:
+                self._loop.agents.leave(agent)
+                self._loop.sessions.leave(agent.session)
+                self._loop.handles.discard(self)
 
 
 class AgentLoop:

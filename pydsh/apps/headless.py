@@ -142,7 +142,11 @@ class HeadlessApp:
             return 2
         except SystemExit as exc:
             return int(exc.code or 0)
-        return await self._run(ns)
+        try:
+            return await self._run(ns)
+        except SessionError as exc:
+            print(f"pydsh: {exc}", file=sys.stderr)
+            return 1
 
     async def _open(self, ns: argparse.Namespace) -> Any:
         agents: AgentRegistry = self.ctx.require("agents")
@@ -181,9 +185,6 @@ class HeadlessApp:
         except RemoteError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        except SessionError as exc:
-            print(f"pydsh: {exc}", file=sys.stderr)
-            return 1
         agent = handle.agent
         trace = Trace(sys.stderr, agent.id)
         self.ctx.on("session/event", trace.event, global_=False)

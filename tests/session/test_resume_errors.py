@@ -1,5 +1,6 @@
-"""Resuming a log that cannot be used: one line naming the file and the problem (headless exit 1, SDK
--32603), refused at resume time before any model call; a damaged line is set aside with one warning."""
+"""A log that cannot be used, seen from the apps: one line naming the file and the problem (headless
+exit 1, SDK -32603), refused at resume time before any model call; a damaged line is set aside with
+one warning; a log that cannot be written mid-run ends headless with that line, not a traceback."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tests.agent.harness import start_host
 from tests.apps.test_headless import patch_file, run
 from tests.sdk.conftest import Raw, error_of
 from tests.session.test_persistence import stored, turn
-from tests.session.test_persistence_faults import refuse_open, set_aside_files
+from tests.session.test_persistence_faults import Faults, refuse_open, set_aside_files
 
 
 def log_of(session_id: str) -> Path:
@@ -88,3 +89,19 @@ async def test_resume_of_a_log_that_cannot_be_written_fails_before_any_turn(
         assert host.agents.get(session_id) is None
     finally:
         await host.close()
+
+
+async def test_headless_run_whose_log_cannot_be_written_ends_with_one_line_exit_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = await start_host([{"text": "never"}], bundles=("base", "agent-tools", "headless-app"))
+    try:
+        Faults(monkeypatch).failing = {"fsync": errno.ENOSPC}
+        code = await host.kernel.ctx.require("app").run(["go", "--session", "s1", "--cwd", str(tmp_path)])
+    finally:
+        monkeypatch.undo()
+        await host.close()
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err
+    assert "creating the session log failed (ENOSPC: No space left on device)" in err.splitlines()[-1]
