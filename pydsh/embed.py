@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pydsh.kernel.compose import Composition
     from pydsh.kernel.context import Context
     from pydsh.kernel.host import Kernel
+    from pydsh.session.persistence.base import SessionPersistence
 
 Event = dict[str, Any]
 Input = str | list[dict[str, Any]]
@@ -466,7 +467,7 @@ class Host:
         workspace = os.path.abspath(cwd) if cwd is not None else self.cwd
         if not os.path.isdir(workspace):
             raise HostError(f'cwd "{workspace}" is not an existing directory')
-        if session_id is not None and self._session_exists(session_id):
+        if session_id is not None and await self._session_exists(session_id):
             raise HostError(f'session "{session_id}" already exists; continue it with resume_agent')
         options = AgentOptions(provider=provider, model=model, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
         handle = await services.agents(self.ctx).create(
@@ -504,12 +505,12 @@ class Host:
             raise HostError(f'session "{session_id}" not found') from None
         return self._track(handle)
 
-    def _session_exists(self, session_id: str) -> bool:
+    async def _session_exists(self, session_id: str) -> bool:
         from pydsh.kernel import services
 
-        persistence = self.ctx.get("session_persistence")
+        persistence: SessionPersistence | None = self.ctx.get("session_persistence")
         live = services.sessions(self.ctx).get(session_id) is not None
-        return live or (persistence is not None and bool(persistence.exists(session_id)))
+        return live or (persistence is not None and await persistence.exists(session_id))
 
     def _track(self, handle: AgentHandle) -> Agent:
         agent = Agent(self, handle)

@@ -33,6 +33,7 @@ from pydsh.kernel.scope import Scope, create_scope
 from pydsh.llm.types import LlmError
 from pydsh.session.events import FrozenDict, make_header
 from pydsh.session.log import Session, SessionStore, new_session_id, now_ms
+from pydsh.session.persistence.base import SessionHandle, SessionPersistence
 from pydsh.session.repair import closer_result, tail_state, tail_turn_closers
 
 log = logging.getLogger("pydsh.agent")
@@ -419,7 +420,7 @@ def _last_turn(session: Session) -> int:
 class LoopHandle:
     """``{agent, dispose()}`` of a created or resumed agent."""
 
-    def __init__(self, loop: AgentLoop, agent: LoopAgent, handle: Any) -> None:
+    def __init__(self, loop: AgentLoop, agent: LoopAgent, handle: SessionHandle | None) -> None:
         self.agent = agent
         self._loop = loop
         self._persistence_handle = handle
@@ -445,11 +446,13 @@ class LoopHandle:
         try:
             await agent.scope.dispose()
         finally:
-            if self._persistence_handle is not None:
-                await (_abandon(self._persistence_handle) if discard else self._persistence_handle.close())
-            self._loop.agents.leave(agent)
-            self._loop.sessions.leave(agent.session)
-            self._loop.handles.discard(self)
+            try:
+                if self._persistence_handle is not None:
+                    await (_abandon(self._persistence_handle) if discard else self._persistence_handle.close())
+            finally:
+                self._loop.agents.leave(agent)
+                self._loop.sessions.leave(agent.session)
+                self._loop.handles.discard(self)
 
 
 class AgentLoop:
@@ -503,7 +506,7 @@ class AgentLoop:
         if self.sessions.get(session_id) is not None:
             raise ValueError(f'session "{session_id}" is already live')
         session = self.sessions.new(header, opts.prefix_events, inherited_event_count=opts.inherited_event_count)
-        persistence = self.ctx.get("session_persistence")
+        persistence: SessionPersistence | None = self.ctx.get("session_persistence")
         handle = None
         if persistence is not None:
             handle = await persistence.create(header, inherited_event_count=opts.inherited_event_count)
@@ -523,7 +526,7 @@ class AgentLoop:
         """Cold resume (spec 02 §10.2): open for write, repair durably, rebuild, publish."""
         if self.sessions.get(resume_session_id) is not None:
             raise ValueError(f'session "{resume_session_id}" is already live')
-        persistence = self.ctx.require("session_persistence")
+        persistence: SessionPersistence = self.ctx.require("session_persistence")
         handle = await persistence.open(resume_session_id, "write")
         try:
             events = await handle.read()
@@ -543,7 +546,7 @@ class AgentLoop:
         self,
         session: Session,
         options: AgentOptions,
-        handle: Any,
+        handle: SessionHandle | None,
         setup: Setup | None,
         *,
         source: str,
@@ -587,13 +590,9 @@ class AgentLoop:
             await handle.dispose()
 
 
-async def _abandon(handle: Any) -> None:
+async def _abandon(handle: SessionHandle) -> None:
     """Release a persistence handle of a rolled-back creation without writing anything new."""
-    discard = getattr(handle, "discard", None)
-    if discard is not None:
-        await discard()
-    else:
-        await handle.close()
+    await handle.discard()
 
 
 name = "agent-loop"

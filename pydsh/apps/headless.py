@@ -20,9 +20,10 @@ from pydsh.agent.agent import AgentOptions, user_message
 from pydsh.agent.presets import RemoteError, header_preset, preset_setup
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
 from pydsh.kernel.context import Context
-from pydsh.session.errors import SessionPersistenceNotFoundError
+from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.events import Event
 from pydsh.session.log import Session
+from pydsh.session.persistence.base import SessionPersistence
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 USAGE = (
@@ -141,7 +142,11 @@ class HeadlessApp:
             return 2
         except SystemExit as exc:
             return int(exc.code or 0)
-        return await self._run(ns)
+        try:
+            return await self._run(ns)
+        except SessionError as exc:
+            print(f"pydsh: {exc}", file=sys.stderr)
+            return 1
 
     async def _open(self, ns: argparse.Namespace) -> Any:
         agents: AgentRegistry = self.ctx.require("agents")
@@ -152,9 +157,9 @@ class HeadlessApp:
             except SessionPersistenceNotFoundError:
                 raise HeadlessUsageError(f'error: session "{ns.resume}" not found') from None
         if ns.session:
-            persistence = self.ctx.get("session_persistence")
+            persistence: SessionPersistence | None = self.ctx.get("session_persistence")
             exists = self.ctx.require("sessions").get(ns.session) is not None or (
-                persistence is not None and persistence.exists(ns.session)
+                persistence is not None and await persistence.exists(ns.session)
             )
             if exists:
                 raise HeadlessUsageError(

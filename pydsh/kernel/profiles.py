@@ -32,6 +32,24 @@ def known_templates() -> list[str]:
     return sorted(p.stem for p in TEMPLATES.glob("*.yml"))
 
 
+def private_dir(path: Path) -> None:
+    """Create ``path`` and its missing parents mode 0700 whatever the umask (spec 01 §11.5, 02 §9.4).
+
+    Directories that already exist are the user's and keep their mode.
+    """
+    missing: list[Path] = []
+    current = path
+    while not os.path.lexists(current) and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(directory, 0o700)
+
+
 def profile_dir(name: str) -> Path:
     return dsh_home() / "profiles" / name
 
@@ -47,7 +65,7 @@ def ensure_profile(name: str) -> Path:
     if not template.is_file():
         known = ", ".join(known_templates())
         raise ProfileError(f'error: unknown profile "{name}" (known templates: {known})')
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(directory)
     _write_new(directory / "profile.yml", template.read_text(encoding="utf-8"))
     _write_new(directory / "patch.yml", "[]\n")
     return directory

@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit
 from pydsh import __version__
 from pydsh.kernel.cancel import AbortError, AbortSignal
 from pydsh.kernel.compose import dsh_home
+from pydsh.kernel.profiles import private_dir
 from pydsh.llm.types import LlmError
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def anonymous_user_id() -> str | None:
         pass
     value = str(uuid.uuid4())
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(value)

@@ -49,6 +49,7 @@ from pydsh.sdk.protocol import (
 from pydsh.session.events import Event
 from pydsh.session.ids import session_id_problem
 from pydsh.session.log import Session, SessionStore
+from pydsh.session.persistence.base import SessionPersistence
 
 log = logging.getLogger("pydsh.sdk")
 
@@ -637,8 +638,9 @@ class SdkServer:
         defaults = self._initialized()
 
         async def create() -> AgentHandle:
-            persistence = self.ctx.get("session_persistence")
-            if self.sessions.get(session_id) is None and persistence is not None and persistence.exists(session_id):
+            persistence: SessionPersistence | None = self.ctx.get("session_persistence")
+            stored = persistence is not None and await persistence.exists(session_id)
+            if self.sessions.get(session_id) is None and stored:
                 raise WireError(f'session "{session_id}" already exists')
             opts = CreateAgentOptions(
                 session_id=session_id,

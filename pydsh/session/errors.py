@@ -32,7 +32,7 @@ class SessionHandleClosedError(SessionError):
 
 
 class SessionOwnershipLostError(SessionError):
-    pass
+    """The log or lock a writer holds was removed or replaced behind it; it writes no more."""
 
 
 class SessionPersistenceCorruptionError(SessionError):
@@ -43,8 +43,12 @@ class SessionPersistenceNotFoundError(SessionError):
     pass
 
 
+class SessionPersistenceIOError(SessionError):
+    """The stored log cannot be read or written; the message names the file and the OS error."""
+
+
 class SessionReadOnlyError(SessionError):
-    pass
+    """A write on a handle opened read-only, or on a log (or session directory) that is not writable."""
 
 
 class SessionForkError(SessionError):

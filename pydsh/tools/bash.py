@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from pydsh.agent.cwd import quote
 from pydsh.kernel.compose import dsh_home
 from pydsh.kernel.context import Context
+from pydsh.session.persistence.base import SessionPersistence
 from pydsh.tools.files import current_dir, escalated_mode, resolve
 from pydsh.tools.jobs import Job, JobRegistry
 from pydsh.tools.process import Run
@@ -102,12 +103,10 @@ def shell_env(ctx: Context, exec: ToolExec) -> dict[str, str]:
             env["DSH_PROFILE"] = str(host["profile"])
         if host.get("profile_dir"):
             env["DSH_PROFILE_DIR"] = str(host["profile_dir"])
-    handle_of = getattr(ctx.get("session_persistence"), "handle_of", None)
-    if session is not None and handle_of is not None:
-        handle = handle_of(session.id)
-        path = getattr(handle, "path", None)
-        if path is not None:
-            env["DSH_SESSION_JSONL"] = str(path)
+    persistence: SessionPersistence | None = ctx.get("session_persistence")
+    handle = persistence.handle_of(session.id) if persistence is not None and session is not None else None
+    if handle is not None and handle.path is not None:
+        env["DSH_SESSION_JSONL"] = str(handle.path)
     return env
 
 

@@ -279,7 +279,7 @@ async def test_discard_writes_nothing_and_removes_a_log_it_created(tmp_path: Pat
     flushed.append(turn(0, 1))
     await flushed.flush()
     await flushed.discard()
-    assert not store.exists("gone2")
+    assert not await store.exists("gone2")
 
 
 async def test_cancelled_flush_never_writes_a_batch_twice(tmp_path: Path) -> None:
@@ -297,3 +297,65 @@ async def test_cancelled_flush_never_writes_a_batch_twice(tmp_path: Path) -> Non
     await handle.close()
     events = await JsonlPersistence(tmp_path).open("c", "read")
     assert [e["seq"] for e in await events.read()] == list(range(40))
+
+
+async def test_home_profile_and_session_directories_pydsh_creates_are_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydsh.kernel.compose import dsh_home
+    from pydsh.kernel.profiles import ensure_profile
+    from pydsh.llm.http import anonymous_user_id
+
+    existing = tmp_path / "existing"
+    existing.mkdir(mode=0o755)
+    os.chmod(existing, 0o755)
+    monkeypatch.setenv("DSH_HOME", str(existing / "home"))
+    previous = os.umask(0o022)
+    try:
+        ensure_profile("headless")
+        assert anonymous_user_id()
+        handle = await JsonlPersistence(dsh_home() / "sessions").create(make_header("s1", 1, cwd="/home/u/proj"))
+        handle.append(turn(0, 1))
+        await handle.close()
+    finally:
+        os.umask(previous)
+    home = dsh_home()
+    created = [home, home / "profiles", home / "profiles" / "headless", home / "sessions"]
+    created += [home / "sessions" / "--home-u-proj--", home / "sessions" / "--home-u-proj--" / "s1"]
+    assert {str(p.relative_to(existing)): oct(p.stat().st_mode & 0o777) for p in created} == {
+        str(p.relative_to(existing)): "0o700" for p in created
+    }
+    assert oct(existing.stat().st_mode & 0o777) == "0o755"
+
+
+async def test_session_lookups_scan_directories_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await stored(tmp_path, turn(0, 1))
+    scans_on_loop: list[bool] = []
+    real = JsonlPersistence.find
+
+    def spy(self: JsonlPersistence, session_id: str) -> Path | None:
+        try:
+            asyncio.get_running_loop()
+            scans_on_loop.append(True)
+        except RuntimeError:
+            scans_on_loop.append(False)
+        return real(self, session_id)
+
+    monkeypatch.setattr(JsonlPersistence, "find", spy)
+    store = JsonlPersistence(tmp_path)
+    assert await store.exists("s1")
+    await store.stat("s1")
+    await (await store.open("s1", "read")).close()
+    await (await store.open("s1", "write")).close()
+    await (await store.create(make_header("s2", 1))).close()
+    assert scans_on_loop
+    assert not any(scans_on_loop)
+
+
+def test_the_persistence_protocol_declares_what_the_loop_and_bash_use() -> None:
+    from pydsh.session.persistence.base import SessionHandle, SessionPersistence
+
+    assert {"bind", "handle_of", "exists"} <= set(dir(SessionPersistence))
+    assert {"discard", "path"} <= set(dir(SessionHandle))

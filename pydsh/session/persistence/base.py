@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydsh.session.errors import (
     SessionAlreadyExistsError,
@@ -11,10 +12,14 @@ from pydsh.session.errors import (
     SessionHandleClosedError,
     SessionOwnershipLostError,
     SessionPersistenceCorruptionError,
+    SessionPersistenceIOError,
     SessionPersistenceNotFoundError,
     SessionReadOnlyError,
 )
 from pydsh.session.events import Event
+
+if TYPE_CHECKING:
+    from pydsh.session.log import Session
 
 Access = Literal["read", "write"]
 
@@ -28,6 +33,7 @@ __all__ = [
     "SessionOwnershipLostError",
     "SessionPersistence",
     "SessionPersistenceCorruptionError",
+    "SessionPersistenceIOError",
     "SessionPersistenceNotFoundError",
     "SessionReadOnlyError",
 ]
@@ -41,6 +47,10 @@ class SessionHandle(Protocol):
     inherited_event_count: int
     access: Access
 
+    @property
+    def path(self) -> Path | None:
+        """The log file, for a backend that stores one (``DSH_SESSION_JSONL`` of bash)."""
+
     async def read(self, offset: int = 0, length: int | None = None) -> list[Event]: ...
 
     def append(self, events: list[Event]) -> None:
@@ -51,9 +61,12 @@ class SessionHandle(Protocol):
 
     async def close(self) -> None: ...
 
+    async def discard(self) -> None:
+        """Close without writing what is buffered; a log this handle created is removed (rollback)."""
+
 
 class SessionPersistence(Protocol):
-    """The ``session_persistence`` service."""
+    """The ``session_persistence`` service: the seam of spec 02 §9.1 plus what the loop and bash use."""
 
     async def create(self, header: dict[str, Any], *, inherited_event_count: int = 0) -> SessionHandle: ...
 
@@ -65,4 +78,10 @@ class SessionPersistence(Protocol):
 
     async def list(self) -> list[dict[str, Any]]: ...
 
-    def exists(self, session_id: str) -> bool: ...
+    async def exists(self, session_id: str) -> bool: ...
+
+    def bind(self, session: Session, handle: SessionHandle) -> None:
+        """Copy ``session``'s not-yet-stored events into ``handle`` and follow its appends."""
+
+    def handle_of(self, session_id: str) -> SessionHandle | None:
+        """The write handle following ``session_id``, if any."""

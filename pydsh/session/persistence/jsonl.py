@@ -4,7 +4,9 @@ Layout: ``<root>/--<projectKey(cwd)>--/<encodeSegment(id)>/session.v4.jsonl`` pl
 Nothing touches the disk before the first flush; the first write publishes header and batch
 atomically (temp file, fsync, link). Appends are batched for 200 ms or until a flush barrier.
 A torn last line is never returned and is truncated before the next append; a damaged line
-followed by a committed ``turn/end`` is corruption, never skipped.
+followed by a committed ``turn/end`` is corruption, never skipped; one followed by none is cut
+like a torn tail, after what follows it was set aside in a file beside the log. OS failures
+become one ``SessionError`` naming the file and the errno.
 """
 
 from __future__ import annotations
@@ -12,33 +14,40 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import errno
 import fcntl
 import itertools
 import json
 import logging
 import os
 import secrets
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict
 
 from pydsh.kernel.context import Context
+from pydsh.kernel.profiles import private_dir
 from pydsh.session.errors import (
     SessionAlreadyExistsError,
     SessionAlreadyOwnedError,
+    SessionError,
     SessionFormatUnsupportedError,
     SessionHandleClosedError,
     SessionLogError,
+    SessionOwnershipLostError,
     SessionPersistenceCorruptionError,
+    SessionPersistenceIOError,
     SessionPersistenceNotFoundError,
     SessionReadOnlyError,
 )
 from pydsh.session.events import Event, check_envelope, header_problem, inherited_event_count, version_gate
 from pydsh.session.log import Session
-from pydsh.session.persistence.base import Access
+from pydsh.session.persistence.base import Access, SessionHandle, SessionPersistence
 
 BATCH_WINDOW_S = 0.2
 PLAIN = "session.v4.jsonl"
@@ -161,11 +170,22 @@ def decode_event(line: bytes, seq: int) -> Event:
 
 
 @dataclass
+class Damage:
+    """A damaged line no later ``turn/end`` commits: it and what follows are set aside (02 §9.5)."""
+
+    line: int
+    problem: str
+    lines: int
+    data: bytes
+
+
+@dataclass
 class StoredLog:
     header: dict[str, Any]
     events: list[Event]
     committed_size: int
     torn_offset: int | None
+    damage: Damage | None = None
 
 
 def _frames(data: bytes, path: Path) -> tuple[list[tuple[int, bytes]], int | None]:
@@ -230,9 +250,8 @@ def parse_log(data: bytes, path: Path, *, compressed: bool = False) -> StoredLog
         raise SessionPersistenceCorruptionError(f"{path}: line 1: {problem}")
     events: list[Event] = []
     for index in range(1, len(lines)):
-        offset, line = lines[index]
         try:
-            events.append(decode_event(line, len(events)))
+            events.append(decode_event(lines[index][1], len(events)))
         except SessionFormatUnsupportedError as exc:
             raise SessionFormatUnsupportedError(f"{path}: line {index + 1}: {exc}") from None
         except SessionLogError as exc:
@@ -241,8 +260,28 @@ def parse_log(data: bytes, path: Path, *, compressed: bool = False) -> StoredLog
                 raise SessionPersistenceCorruptionError(
                     f"{path}: line {index + 1} is damaged ({exc}) but line {later} commits a later turn/end"
                 ) from None
-            return StoredLog(header, events, offset, offset)
+            return _cut_at_damage(header, events, lines, index, problem=str(exc), data=data, path=path, torn=torn)
     return StoredLog(header, events, committed, torn)
+
+
+def _cut_at_damage(
+    header: dict[str, Any],
+    events: list[Event],
+    lines: list[tuple[int, bytes]],
+    index: int,
+    *,
+    problem: str,
+    data: bytes,
+    path: Path,
+    torn: int | None,
+) -> StoredLog:
+    """Keep the events before the damaged line (plain) or before its frame (zstd); the rest is set aside."""
+    cut = lines[index][0]
+    if cut <= lines[0][0]:
+        raise SessionPersistenceCorruptionError(f"{path}: line {index + 1} is damaged inside the header frame")
+    first = next(i for i in range(1, len(lines)) if lines[i][0] >= cut)
+    damage = Damage(index + 1, problem, len(lines) - first + (torn is not None), data[cut:])
+    return StoredLog(header, events[: first - 1], cut, cut, damage)
 
 
 def _later_turn_end(lines: list[tuple[int, bytes]], start: int, compressed: bool) -> int | None:
@@ -364,46 +403,68 @@ class JsonlHandle:
     # -- blocking work (worker thread) --------------------------------------------------------
 
     def _write(self, payload: bytes) -> None:
+        """Append one batch and fsync it; on failure the file is cut back so a retry adds no duplicate."""
         if not self._materialized:
             self._materialize(payload)
             return
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            self._fd = open_append(self.path)
         fd = self._fd
-        if self._torn is not None:
-            os.ftruncate(fd, self._torn)
-            self._size = self._torn
-            self._torn = None
         data = self.store.frame(payload)
         try:
+            self._check_owned(fd)
+            if self._torn is not None:
+                os.ftruncate(fd, self._torn)
+                self._size = self._torn
+                self._torn = None
             _write_all(fd, data)
             os.fsync(fd)
-        except OSError:
+        except OSError as exc:
+            self._torn = self._size
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, self._size)
-            raise
+            raise io_error(self.path, "appending to the session log", exc) from None
         self._size += len(data)
 
+    def _check_owned(self, fd: int) -> None:
+        """The log and lock paths still name the files this writer holds (else another took over)."""
+        for held, path in ((fd, self.path), (self._lock_fd, self.directory / LOCK)):
+            if held is None:
+                continue
+            try:
+                same = _same_file(os.fstat(held), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if not same:
+                raise SessionOwnershipLostError(
+                    f"{path} was removed or replaced by another process; "
+                    f'session "{self.id}" is no longer written by this process'
+                )
+
     def _materialize(self, payload: bytes) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._lock()
+        """Publish header and first batch atomically (temp file, fsync, link, directory fsyncs)."""
         header_line = json.dumps(self.header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         data = self.store.frame(header_line) + self.store.frame(payload)
         tmp = self.path.with_name(f"{self.path.name}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            _write_all(fd, data)
-            os.fsync(fd)
+            private_dir(self.directory)
+            self._lock()
+            _write_new_file(tmp, data)
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                raise SessionAlreadyExistsError(f'session "{self.id}" already exists at {self.path}') from None
+            try:
+                _fsync_dir(self.directory)
+                _fsync_dir(self.directory.parent)
+            except OSError:
+                self.path.unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise io_error(self.path, "creating the session log", exc, writing=True) from None
         finally:
-            os.close(fd)
-        try:
-            os.link(tmp, self.path)
-        except FileExistsError:
-            raise SessionAlreadyExistsError(f'session "{self.id}" already exists at {self.path}') from None
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync_dir(self.directory)
-        _fsync_dir(self.directory.parent)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         self._materialized = True
         self._size = len(data)
 
@@ -445,6 +506,19 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def _write_new_file(path: Path, data: bytes) -> None:
+    """Create ``path`` (mode 0600, never an existing file) holding ``data``, fsynced."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -453,17 +527,96 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+_NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def io_error(path: Path, action: str, exc: OSError, *, writing: bool = False) -> SessionError:
+    """One line naming the file, what failed and the errno; a refused write is ``SessionReadOnlyError``."""
+    code = errno.errorcode.get(exc.errno or 0)
+    reason = f"{code}: {exc.strerror}" if code else str(exc)
+    if exc.filename is not None and str(exc.filename) != str(path):
+        reason += f": {exc.filename}"
+    message = f"{path}: {action} failed ({reason})"
+    if writing and exc.errno in _NOT_WRITABLE:
+        return SessionReadOnlyError(message)
+    return SessionPersistenceIOError(message)
+
+
+_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+@contextlib.contextmanager
+def open_log(path: Path) -> Iterator[BinaryIO]:
+    """Read a stored log; a FIFO, directory or device in its place is refused, never waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise io_error(path, "opening the session log", exc) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise SessionPersistenceIOError(f"{path}: is {kind}, not a session log file; refusing to read it")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            yield fh
+        except OSError as exc:
+            raise io_error(path, "reading the session log", exc) from None
+
+
+def open_append(path: Path) -> int:
+    """The append descriptor of a stored log; a log that cannot be written is refused here."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    except OSError as exc:
+        raise io_error(path, "opening the session log for appending", exc, writing=True) from None
+
+
+def set_aside(path: Path, fd: int, damage: Damage, keep: int) -> None:
+    """Move what follows a damaged line into a 0600 file beside the log, then cut the log to ``keep`` bytes."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    side = path.with_name(f"{path.name}.set-aside-{stamp}")
+    try:
+        _write_new_file(side, damage.data)
+        _fsync_dir(path.parent)
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+    except OSError as exc:
+        raise io_error(path, "setting aside the lines after a damaged line", exc, writing=True) from None
+    log.warning(
+        "%s: line %d is damaged (%s) and no later turn/end commits it; %d line(s) from there on were set aside in %s",
+        path,
+        damage.line,
+        damage.problem,
+        damage.lines,
+        side.name,
+    )
+
+
 def acquire_lock(lock_path: Path, session_id: str) -> int:
     """Take the exclusive ``flock`` of ``session.lock`` (created if absent, never deleted)."""
     for _attempt in range(3):
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise io_error(lock_path, "taking the session lock", exc, writing=True) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise SessionAlreadyOwnedError(f'session "{session_id}" is already owned by another writer') from None
         try:
-            same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+            same = _same_file(os.fstat(fd), os.stat(lock_path))
         except FileNotFoundError:
             same = False
         if same:
@@ -514,43 +667,76 @@ class JsonlPersistence:
         return self.root / project_key(header.get("cwd")) / encode_segment(header["id"])
 
     def find(self, session_id: str) -> Path | None:
-        """The directory holding ``session_id``'s log, looked up across every cwd key."""
+        """The directory holding ``session_id``'s log, looked up across every cwd key (blocking)."""
         segment = encode_segment(session_id)
-        if not self.root.is_dir():
-            return None
-        for key_dir in self.root.iterdir():
-            candidate = key_dir / segment
-            if (candidate / PLAIN).exists() or (candidate / ZSTD).exists():
-                return candidate
+        try:
+            if not self.root.is_dir():
+                return None
+            for key_dir in self.root.iterdir():
+                candidate = key_dir / segment
+                if os.path.lexists(candidate / PLAIN) or os.path.lexists(candidate / ZSTD):
+                    return candidate
+        except OSError as exc:
+            raise io_error(self.root, "looking up a session in the store", exc) from None
         return None
 
-    def exists(self, session_id: str) -> bool:
-        return self.find(session_id) is not None
+    async def _located(self, session_id: str) -> Path:
+        directory = await asyncio.to_thread(self.find, session_id)
+        if directory is None:
+            raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
+        return directory
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether a log of ``session_id`` is stored (the directory scan runs in a worker thread)."""
+        return await asyncio.to_thread(self.find, session_id) is not None
 
     def _log_path(self, directory: Path) -> Path:
         plain, zstd = directory / PLAIN, directory / ZSTD
-        if plain.exists() and zstd.exists():
+        try:
+            has_plain, has_zstd = os.path.lexists(plain), os.path.lexists(zstd)
+        except OSError as exc:
+            raise io_error(directory, "looking up the session log", exc) from None
+        if has_plain and has_zstd:
             raise SessionPersistenceCorruptionError(f"{directory}: both {PLAIN} and {ZSTD} exist")
-        found = zstd if zstd.exists() else plain
-        if (found is zstd) != self.compressed:
+        found = zstd if has_zstd else plain
+        if has_zstd != self.compressed:
             raise SessionFormatUnsupportedError(f"{found}: this store is configured for the other encoding")
         return found
 
-    def read_stored(self, session_id: str) -> tuple[Path, StoredLog]:
-        directory = self.find(session_id)
-        if directory is None:
-            raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
+    def read_stored(self, directory: Path, session_id: str) -> tuple[Path, StoredLog]:
+        """The parsed log in ``directory`` (blocking)."""
         path = self._log_path(directory)
-        stored = parse_log(path.read_bytes(), path, compressed=path.name == ZSTD)
+        with open_log(path) as fh:
+            data = fh.read()
+        stored = parse_log(data, path, compressed=path.name == ZSTD)
         if stored.header["id"] != session_id:
             raise SessionPersistenceCorruptionError(f"{path}: header id {stored.header['id']!r} does not match")
-        return directory, stored
+        return path, stored
+
+    def _open_writer(self, directory: Path, session_id: str) -> tuple[StoredLog, int, int]:
+        """Lock, read and open the log for appending (blocking); damaged lines are set aside first."""
+        lock_fd = acquire_lock(directory / LOCK, session_id)
+        try:
+            path, stored = self.read_stored(directory, session_id)
+            fd = open_append(path)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        try:
+            if stored.damage is not None:
+                set_aside(path, fd, stored.damage, stored.committed_size)
+                stored.torn_offset = None
+        except BaseException:
+            os.close(fd)
+            os.close(lock_fd)
+            raise
+        return stored, lock_fd, fd
 
     # -- the seam ---------------------------------------------------------------------------
 
     async def create(self, header: dict[str, Any], *, inherited_event_count: int = 0) -> JsonlHandle:
         """A write handle for a new session; nothing is written until its first flush."""
-        if header["id"] in self._handles or self.exists(header["id"]):
+        if header["id"] in self._handles or await self.exists(header["id"]):
             raise SessionAlreadyExistsError(f'session "{header["id"]}" already exists')
         handle = JsonlHandle(
             self, header, self.directory_for(header), "write", inherited_event_count=inherited_event_count
@@ -559,33 +745,22 @@ class JsonlPersistence:
         return handle
 
     async def open(self, session_id: str, access: Access) -> JsonlHandle:
-        """A handle on a stored session; ``write`` takes the single-writer lock first."""
-        lock_fd: int | None = None
-        if access == "write":
-            if session_id in self._handles:
-                raise SessionAlreadyOwnedError(f'session "{session_id}" is already open for writing')
-            found = self.find(session_id)
-            if found is None:
-                raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
-            lock_fd = await asyncio.to_thread(acquire_lock, found / LOCK, session_id)
-        try:
-            directory, stored = await asyncio.to_thread(self.read_stored, session_id)
-        except BaseException:
-            if lock_fd is not None:
-                os.close(lock_fd)
-            raise
-        handle = JsonlHandle(
-            self,
-            stored.header,
-            directory,
-            access,
-            inherited_event_count=inherited_event_count(stored.events),
-            stored=stored,
-        )
-        if lock_fd is not None:
-            handle._lock_fd = lock_fd
-            self._handles[session_id] = handle
+        """A handle on a stored session; ``write`` takes the single-writer lock and checks the log is writable."""
+        if access == "write" and session_id in self._handles:
+            raise SessionAlreadyOwnedError(f'session "{session_id}" is already open for writing')
+        directory = await self._located(session_id)
+        if access == "read":
+            _path, stored = await asyncio.to_thread(self.read_stored, directory, session_id)
+            return self._handle(directory, stored, access)
+        stored, lock_fd, fd = await asyncio.to_thread(self._open_writer, directory, session_id)
+        handle = self._handle(directory, stored, access)
+        handle._lock_fd, handle._fd = lock_fd, fd
+        self._handles[session_id] = handle
         return handle
+
+    def _handle(self, directory: Path, stored: StoredLog, access: Access) -> JsonlHandle:
+        count = inherited_event_count(stored.events)
+        return JsonlHandle(self, stored.header, directory, access, inherited_event_count=count, stored=stored)
 
     async def flush(self) -> None:
         await asyncio.gather(*(h.flush() for h in list(self._handles.values())))
@@ -601,10 +776,7 @@ class JsonlPersistence:
             raise ExceptionGroup("closing session logs failed", errors)
 
     async def stat(self, session_id: str) -> dict[str, Any]:
-        directory = self.find(session_id)
-        if directory is None:
-            raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
-        return await asyncio.to_thread(self._stat_dir, directory)
+        return await asyncio.to_thread(self._stat_dir, await self._located(session_id))
 
     def _stat_dir(self, directory: Path) -> dict[str, Any]:
         path = self._log_path(directory)
@@ -624,14 +796,16 @@ class JsonlPersistence:
             for directory in key_dir.iterdir():
                 try:
                     out.append(self._stat_dir(directory))
-                except (OSError, SessionPersistenceCorruptionError, SessionFormatUnsupportedError):
+                except (OSError, SessionError):
                     continue
         return out
 
     # -- binding live sessions --------------------------------------------------------------
 
-    def bind(self, session: Session, handle: JsonlHandle) -> None:
+    def bind(self, session: Session, handle: SessionHandle) -> None:
         """Copy ``session``'s not-yet-stored events into ``handle`` and follow its appends."""
+        if not isinstance(handle, JsonlHandle) or handle.store is not self:
+            raise TypeError(f'session "{session.id}": the handle belongs to another persistence store')
         handle.append(session.events[handle.count :])
         self._handles[session.id] = handle
 
@@ -641,17 +815,17 @@ class JsonlPersistence:
 
 def read_header(path: Path) -> dict[str, Any]:
     """The header of a stored log, reading only its first line (or first zstd frame)."""
+    with open_log(path) as fh:
+        head = fh.read(65536) if path.name == ZSTD else fh.readline()
     if path.name == ZSTD:
-        with path.open("rb") as fh:
-            head = fh.read(65536)
         frames, _torn = _frames(head, path)
-        first = frames[0][1] if frames else b""
-    else:
-        with path.open("rb") as fh:
-            first = fh.readline()
-    if not first.endswith(b"\n"):
+        head = frames[0][1] if frames else b""
+    if not head.endswith(b"\n"):
         raise SessionPersistenceCorruptionError(f"{path}: no complete header line")
-    header = _loads(first)
+    try:
+        header = _loads(head)
+    except ValueError:
+        raise SessionPersistenceCorruptionError(f"{path}: line 1 (header) is not valid JSON") from None
     if isinstance(header, dict):
         version_gate(header)
     problem = header_problem(header)
@@ -667,7 +841,8 @@ inject = ("sessions",)
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``session_persistence`` and copy committed events into their write handles."""
     store = JsonlPersistence(Path(config.root).expanduser(), compression=config.compression)
-    ctx.provide("session_persistence", store)
+    seam: SessionPersistence = store
+    ctx.provide("session_persistence", seam)
 
     def on_event(session: Session, event: Event) -> None:
         handle = store.handle_of(session.id)
