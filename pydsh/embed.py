@@ -463,10 +463,14 @@ class Host:
         from pydsh.agent.presets import header_preset, preset_setup
         from pydsh.agent.registry import CreateAgentOptions
         from pydsh.kernel import services
+        from pydsh.session.ids import session_id_problem
 
         workspace = os.path.abspath(cwd) if cwd is not None else self.cwd
         if not os.path.isdir(workspace):
             raise HostError(f'cwd "{workspace}" is not an existing directory')
+        problem = session_id_problem(session_id) if session_id is not None else None
+        if problem is not None:
+            raise HostError(f"session id {problem}")
         if session_id is not None and await self._session_exists(session_id):
             raise HostError(f'session "{session_id}" already exists; continue it with resume_agent')
         options = AgentOptions(provider=provider, model=model, max_tokens=max_tokens, reasoning_effort=reasoning_effort)

@@ -184,6 +184,8 @@ async def test_resume_continues_the_same_session(workspace: Path, tmp_path: Path
             agent.prompt("again")
         with pytest.raises(pydsh.HostError, match='session "embed-1" already exists; continue it with resume_agent'):
             await host.create_agent(session_id="embed-1")
+        with pytest.raises(pydsh.HostError, match="session id is too long"):
+            await host.create_agent(session_id="x" * 300)
         resumed = await host.resume_agent("embed-1")
         assert resumed.session_id == "embed-1"
         assert (await resumed.run("two")).session_id == "embed-1"

@@ -22,6 +22,7 @@ from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.events import Event
+from pydsh.session.ids import session_id_problem
 from pydsh.session.log import Session
 from pydsh.session.persistence.base import SessionPersistence
 
@@ -55,6 +56,9 @@ def parse_args(args: list[str]) -> argparse.Namespace:
         raise HeadlessUsageError("error: --resume cannot be combined with --session or --cwd")
     if ns.resume and ns.preset:
         raise HeadlessUsageError("error: --resume keeps the session's preset; --preset is for a new session")
+    problem = session_id_problem(ns.session) if ns.session is not None else None
+    if problem is not None:
+        raise HeadlessUsageError(f"error: --session id {problem}")
     if bool(ns.provider) != bool(ns.model):
         raise HeadlessUsageError("error: give --provider and --model together")
     if ns.cwd and not os.path.isdir(ns.cwd):

@@ -103,6 +103,9 @@ def test_usage_errors_exit_two(tmp_path: Path) -> None:
     assert 'error: session "ghost" not found' in missing.stderr
     both = run("--profile", "headless", "--patch", str(patch), "go", "--resume", "x", "--cwd", ".", cwd=tmp_path)
     assert both.returncode == 2
+    newline = run("--profile", "headless", "--patch", str(patch), "go", "--session", "a\nb", cwd=tmp_path)
+    assert newline.returncode == 2
+    assert "error: --session id contains the control character U+000A at index 1" in newline.stderr
 
 
 def test_sigkill_during_a_tool_call_then_resume_repairs_and_continues(tmp_path: Path) -> None:
