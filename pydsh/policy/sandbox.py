@@ -194,7 +194,9 @@ class Sandbox:
             if detail:
                 message += f" Runner failure: {detail}"
             raise SandboxUnavailableError(message, "SANDBOX_UNAVAILABLE")
-        return [path, *bwrap_profile(mode, self.workspace_root(session)), "--", *argv]
+        from pydsh.tools.protected import secret_masks
+
+        return [path, *bwrap_profile(mode, self.workspace_root(session)), *secret_masks(), "--", *argv]
 
     # -- escalation -------------------------------------------------------------------------
 

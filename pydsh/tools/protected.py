@@ -5,7 +5,7 @@ secret-named variables and ``DSH_*``. Before the first child starts, the secret 
 process's initial environment block — what ``/proc/<pid>/environ`` shows to same-user processes — are
 overwritten in place, while ``os.environ`` keeps them for the model adapters. File reads refuse the
 harness's own ``/proc`` entries and pydsh's credential file in every mode and a short deny-list of
-well-known secret locations in the confined modes.
+well-known secret locations in the confined modes; confined bash gets the same files masked.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import fnmatch
 import functools
+import glob
 import os
 import re
 from collections.abc import Callable
@@ -154,6 +155,25 @@ class Protection:
         except OSError:
             path = os.path.realpath(display)
         self.check(path, display, verb)
+
+
+def secret_masks() -> list[str]:
+    """bubblewrap arguments hiding the credential file and the deny-listed secrets that exist.
+
+    Confined bash sees the whole filesystem read-only; these mounts blank what the file tools
+    refuse (an empty file over a file, an empty tmpfs over a directory).
+    """
+    home = _home()
+    candidates = [str(dsh_home() / "credentials.json")]
+    for pattern in SECRET_LOCATIONS:
+        candidates += [p for p in glob.glob(os.path.join(home, pattern)) if not p.endswith(".pub")]
+    args: list[str] = []
+    for path in dict.fromkeys(os.path.realpath(p) for p in candidates):
+        if os.path.isdir(path):
+            args += ["--tmpfs", path]
+        elif os.path.isfile(path):
+            args += ["--ro-bind", "/dev/null", path]
+    return args
 
 
 def protection(ctx: Context, exec: ToolExec) -> Protection:

@@ -175,3 +175,35 @@ async def test_failed_probe_refuses_with_the_runner_failure(base: Path, monkeypa
         assert not (base / "w" / "ran.txt").exists()
     finally:
         await h.close()
+
+
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
+async def test_confined_bash_cannot_read_credentials_or_deny_listed_secrets(
+    bwrap: None, base: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = base / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("SECRET-SSH\n")
+    (home / ".ssh" / "id_ed25519.pub").write_text("PUBLIC-KEY\n")
+    (home / ".netrc").write_text("SECRET-NETRC\n")
+    (home / ".config" / "gcloud").mkdir(parents=True)
+    (home / ".config" / "gcloud" / "token").write_text("SECRET-GCLOUD\n")
+    dsh = base / "dsh"
+    dsh.mkdir()
+    (dsh / "credentials.json").write_text('{"deepseek-official": "SECRET-CREDENTIAL"}')
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("DSH_HOME", str(dsh))
+    h = await world(base, mode)
+    try:
+        outcome = await h.call(
+            "bash",
+            bash(
+                'cat ~/.ssh/id_ed25519 ~/.ssh/id_ed25519.pub ~/.netrc "$DSH_HOME/credentials.json"; '
+                "ls ~/.config/gcloud; cat ~/.config/gcloud/token"
+            ),
+        )
+    finally:
+        await h.close()
+    text = text_of(outcome)
+    assert "SECRET" not in text, text
+    assert "PUBLIC-KEY" in text
