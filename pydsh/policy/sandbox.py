@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.cwd import quote
 from pydsh.kernel.context import Context
+from pydsh.policy.secrets import secret_masks
 from pydsh.policy.state import RANK, SANDBOX_MODE, workspace_root
 from pydsh.session.log import Session
 from pydsh.tools.registry import ToolError
@@ -194,8 +195,6 @@ class Sandbox:
             if detail:
                 message += f" Runner failure: {detail}"
             raise SandboxUnavailableError(message, "SANDBOX_UNAVAILABLE")
-        from pydsh.tools.protected import secret_masks
-
         return [path, *bwrap_profile(mode, self.workspace_root(session)), *secret_masks(), "--", *argv]
 
     # -- escalation -------------------------------------------------------------------------

@@ -11,9 +11,7 @@ well-known secret locations in the confined modes; confined bash gets the same f
 from __future__ import annotations
 
 import ctypes
-import fnmatch
 import functools
-import glob
 import os
 import re
 from collections.abc import Callable
@@ -21,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydsh.agent.cwd import quote
-from pydsh.kernel.compose import dsh_home
+from pydsh.policy.secrets import credential_file, deny_listed
 from pydsh.tools.files import FsError
 
 if TYPE_CHECKING:
@@ -30,20 +28,6 @@ if TYPE_CHECKING:
 
 SECRET_NAME = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
 CONFINED = frozenset({"read-only", "workspace-write"})
-SECRET_LOCATIONS = (
-    ".ssh/id_*",
-    ".aws/credentials",
-    ".config/gcloud",
-    ".config/gcloud/*",
-    ".config/gh/hosts.yml",
-    ".netrc",
-    ".docker/config.json",
-    ".pypirc",
-    ".git-credentials",
-    ".kube/config",
-)
-"""Well-known secret files under the home directory, refused to reads in the confined modes (``*.pub`` excepted)."""
-_SECRET_LOCATION = re.compile("|".join(fnmatch.translate(pattern) for pattern in SECRET_LOCATIONS))
 
 PROCESS_FILE = "a file of the harness's own process, never readable by tools"
 CREDENTIAL_FILE = "pydsh's credential file, never readable by tools"
@@ -106,10 +90,6 @@ def _own_process(pid: int) -> bool:
         return False
 
 
-def _home() -> str:
-    return os.path.realpath(os.path.expanduser("~"))
-
-
 @dataclass(frozen=True)
 class Protection:
     """The read refusals of one call: always the harness's process files and credentials, plus the
@@ -122,13 +102,10 @@ class Protection:
         match = _PROC_ENTRY.match(path)
         if match is not None and _own_process(int(match[1])):
             return PROCESS_FILE
-        if path == os.path.realpath(dsh_home() / "credentials.json"):
+        if path == os.path.realpath(credential_file()):
             return CREDENTIAL_FILE
-        if self.mode in CONFINED:
-            home = _home().rstrip("/") + "/"
-            listed = path.startswith(home) and _SECRET_LOCATION.match(path[len(home) :]) is not None
-            if listed and not path.endswith(".pub"):
-                return DENY_LISTED.format(mode=self.mode)
+        if self.mode in CONFINED and deny_listed(path):
+            return DENY_LISTED.format(mode=self.mode)
         return None
 
     def within(self, root: str) -> Callable[[str], bool]:
@@ -155,25 +132,6 @@ class Protection:
         except OSError:
             path = os.path.realpath(display)
         self.check(path, display, verb)
-
-
-def secret_masks() -> list[str]:
-    """bubblewrap arguments hiding the credential file and the deny-listed secrets that exist.
-
-    Confined bash sees the whole filesystem read-only; these mounts blank what the file tools
-    refuse (an empty file over a file, an empty tmpfs over a directory).
-    """
-    home = _home()
-    candidates = [str(dsh_home() / "credentials.json")]
-    for pattern in SECRET_LOCATIONS:
-        candidates += [p for p in glob.glob(os.path.join(home, pattern)) if not p.endswith(".pub")]
-    args: list[str] = []
-    for path in dict.fromkeys(os.path.realpath(p) for p in candidates):
-        if os.path.isdir(path):
-            args += ["--tmpfs", path]
-        elif os.path.isfile(path):
-            args += ["--ro-bind", "/dev/null", path]
-    return args
 
 
 def protection(ctx: Context, exec: ToolExec) -> Protection:
