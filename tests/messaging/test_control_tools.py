@@ -18,7 +18,7 @@ from pydsh.session.log import Session
 from pydsh.subagents.names import CATALOG
 from pydsh.tools.registry import ToolDefinition
 from tests.agent.harness import Host, start_host
-from tests.subagents.helpers import calls, deleg, of_type, quiesce, result_texts, results, tool
+from tests.subagents.helpers import bind_in_creation_order, calls, deleg, of_type, quiesce, result_texts, results, tool
 
 DEPTH2 = [{"id": "subagent", "config": {"maxDepth": 2}}]
 ROOT_IDENTITY = (
@@ -187,6 +187,7 @@ async def test_sibling_cannot_message_another_child(tmp_path: Path) -> None:
         [root_script, [hang], [calls(tool("send_message", agent="agent-1", message="psst")), {"text": "gave up"}]]
     )
     children = created_children(host)
+    bind_in_creation_order(host)
     root = (await host.create(tmp_path)).agent
     try:
         await host.run(root, "go")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydsh.session.log import Session
@@ -19,6 +21,32 @@ def tool(name: str, **args: Any) -> dict[str, Any]:
 
 def calls(*items: dict[str, Any]) -> dict[str, Any]:
     return {"tool_calls": list(items)}
+
+
+def bind_in_creation_order(host: Host) -> None:
+    """Hold a child session's first model call until every earlier-created child has made its own.
+
+    The scripted model binds sessions to scripts in first-call order (spec 04 §8.6), so concurrently
+    running siblings would otherwise claim scripts in whatever order the scheduler picks.
+    """
+    bound: dict[str, asyncio.Event] = {}
+
+    def created(session: Session) -> None:
+        if session.header.get("parentSession"):
+            bound[session.id] = asyncio.Event()
+
+    async def in_order(options: Mapping[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
+        mine = bound.get(options.get("sessionId") or "")
+        if mine is None or mine.is_set() or options.get("purpose") == "session-title":
+            return await nxt()
+        for earlier in itertools.takewhile(lambda event: event is not mine, list(bound.values())):
+            await earlier.wait()
+        stream = await nxt()
+        mine.set()
+        return stream
+
+    host.kernel.ctx.on("session/created", created)
+    host.kernel.ctx.on("llm/stream", in_order, prepend=True)
 
 
 async def quiesce(host: Host, timeout: float = 10.0) -> None:
