@@ -3,7 +3,9 @@
 Each accepted request consumes one behaviour (FIFO): a named behaviour of spec 04 §9.2 or a
 scripted entry (spec 04 §8.4) rendered in the request's dialect. ``POST /v1/messages`` answers in
 Anthropic-Messages SSE, ``POST /chat/completions`` (and ``/v1/chat/completions``) in
-chat-completions SSE. Unknown request body fields are ignored.
+chat-completions SSE. Unknown request body fields are ignored. An optional ``hold`` coroutine
+function (our addition) is awaited with each parsed request body before that request takes its
+behaviour, so a test can order concurrent requests (say, a subagent's after its parent's).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import socket
 import struct
 import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 MESSAGES_PATHS = frozenset({"/v1/messages"})
@@ -157,6 +159,7 @@ class MockModelServer:
         repeat_last: bool = False,
         random_state: int | None = None,
         random_weights: dict[str, float] | None = None,
+        hold: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
         **options: Any,
     ) -> None:
         unknown = set(options) - set(DEFAULTS)
@@ -171,6 +174,7 @@ class MockModelServer:
         self.repeat_last = repeat_last
         self.random = random.Random(random_state)
         self.weights = random_weights or {}
+        self.hold = hold
         self._last: Any = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
@@ -249,6 +253,8 @@ class MockModelServer:
         if not self._authorised(headers):
             await exchange.json(401, _error_body(dialect, "authentication_error", "mock invalid api key", None))
             return True
+        if self.hold is not None:
+            await self.hold(parsed)
         behaviour = self._take()
         if behaviour is None:
             body_doc = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -53,6 +54,26 @@ async def test_repeat_last_and_enqueue() -> None:
         server.enqueue("auth_error")
         assert (await client.post("/v1/messages", json={})).status_code == 401
         assert (await client.post("/v1/messages", json={})).status_code == 401
+
+
+async def test_a_held_request_takes_its_behaviour_when_released() -> None:
+    release = asyncio.Event()
+
+    async def hold(body: dict[str, Any]) -> None:
+        if body.get("model") == "late":
+            await release.wait()
+
+    async with (
+        MockModelServer(["auth_error", "server_error"], hold=hold) as server,
+        httpx.AsyncClient(base_url=server.base_url) as late_client,
+        httpx.AsyncClient(base_url=server.base_url) as client,
+    ):
+        late = asyncio.create_task(late_client.post("/v1/messages", json={"model": "late"}))
+        assert (await client.post("/v1/messages", json={"model": "early"})).status_code == 401
+        assert not late.done()
+        release.set()
+        assert (await late).status_code == 500
+        assert [r["body"]["model"] for r in server.requests] == ["early", "late"]
 
 
 async def test_random_is_reproducible_with_a_seed() -> None:
