@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,6 +129,35 @@ class Wire:
         return [
             f["params"]["event"] for f in self.notifications("session.event") if f["params"]["sessionId"] == session_id
         ]
+
+
+def went_idle(frames: list[dict[str, Any]], session_id: str) -> bool:
+    """Whether ``session_id`` reported ``idle`` after reporting ``running``."""
+    statuses = [
+        f["params"]["status"]
+        for f in frames
+        if f.get("method") == "session.status" and f["params"]["sessionId"] == session_id
+    ]
+    return "running" in statuses and "idle" in statuses[statuses.index("running") :]
+
+
+def hold_until_idle(
+    frames: Callable[[], list[dict[str, Any]]], session_id: str, prompt: str
+) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """A mock ``hold``: requests of the session started with ``prompt`` wait until ``session_id`` went idle.
+
+    The mock answers in arrival order, so a subagent could otherwise settle while its parent is still
+    in its first turn; its settlement notice would then join that turn instead of starting the next.
+    """
+
+    async def hold(body: dict[str, Any]) -> None:
+        if body["messages"][0]["content"][0].get("text") != prompt:
+            return
+        deadline = time.monotonic() + SAFETY_S
+        while not went_idle(frames(), session_id) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    return hold
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pydsh.sdk.client import (
     _launch,
 )
 from pydsh.testing.mock_model_server import MockModelServer
-from tests.sdk.conftest import REPO, SAFETY_S
+from tests.sdk.conftest import REPO, SAFETY_S, Wire, hold_until_idle
 
 SUBAGENT_CALL = {"tool_calls": [{"name": "subagent", "arguments": {"description": "say hi", "prompt": "Say hi"}}]}
 
@@ -153,9 +153,10 @@ async def test_deltas_feed_on_text_when_opted_in(ws: Path) -> None:
     assert any(n.method == "pydsh.session.delta" for n in result.notifications)
 
 
-async def test_wait_children_collects_the_settlement(ws: Path) -> None:
+async def test_wait_children_collects_the_settlement(ws: Path, wire: Wire) -> None:
     sequence = [SUBAGENT_CALL, {"text": "same"}, {"text": "same"}, {"text": "root done"}]
-    async with MockModelServer(sequence=sequence) as server, harness(server, ws) as h:
+    hold = hold_until_idle(wire.frames, "t1", "Say hi")
+    async with MockModelServer(sequence=sequence, hold=hold) as server, harness(server, ws) as h:
         result = await h.run("delegate", session_id="t1", wait_children=True)
     methods = [n.method for n in result.notifications]
     assert "subagent.finished" in methods

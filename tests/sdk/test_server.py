@@ -26,7 +26,7 @@ import yaml
 from pydsh.sdk.server import HELP
 from pydsh.session.persistence.jsonl import JsonlPersistence
 from tests.conftest import FIXTURES
-from tests.sdk.conftest import PYDSH, REPO, SAFETY_S, ClientKind, Raw, ThreadedMock, Wire, error_of
+from tests.sdk.conftest import PYDSH, REPO, SAFETY_S, ClientKind, Raw, ThreadedMock, Wire, error_of, hold_until_idle
 
 TEXT = {"text": "Hello there."}
 SUBAGENT_CALL = {"tool_calls": [{"name": "subagent", "arguments": {"description": "say hi", "prompt": "Say hi"}}]}
@@ -252,7 +252,8 @@ def test_auth_error_ends_the_turn_without_raising(client: ClientKind, mock: Call
 
 
 def test_subagent_tree_notifications_and_max_tokens(client: ClientKind, mock: Callable[..., ThreadedMock]) -> None:
-    model = mock([SUBAGENT_CALL, {"text": "same"}, {"text": "same"}, {"text": "root done"}])
+    hold = hold_until_idle(client.wire.frames, "t1", "Say hi")
+    model = mock([SUBAGENT_CALL, {"text": "same"}, {"text": "same"}, {"text": "root done"}], hold=hold)
     with client.harness(model.base_url, max_tokens=5) as harness:
         result = harness.run("delegate", session_id="t1")
         frames = until(lambda: settled_tree(client.wire, "t1"))
@@ -339,6 +340,7 @@ def test_session_wait_answers_after_the_settlement_frames(
 ) -> None:
     model = mock([SUBAGENT_CALL, {"text": "same"}, {"text": "same"}, {"text": "root done"}])
     peer = raw(model.base_url)
+    model.server.hold = hold_until_idle(peer.frames, "t1", "Say hi")
     peer.initialize()
     peer.request("p", "session/prompt", {"sessionId": "t1", "contentBlocks": [{"type": "text", "text": "go"}]})
     peer.wait_for(lambda frames: any(is_status("t1", "idle")(f) for f in frames))
