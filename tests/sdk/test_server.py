@@ -741,6 +741,8 @@ def test_overlong_line_is_discarded_and_serving_continues(raw: Callable[..., Raw
     peer.send(b"x" * (64 * 1024 * 1024 + 1) + b"\n")
     assert error_of(peer.request("after", "bogus")) == "unknown DeepSeek Harness SDK runtime method: bogus"
     assert len(peer.frames()) == 1
+    peer.close_stdin()
+    assert peer.wait() == 0
     assert b"discarded an inbound line" in b"".join(peer.stderr)
 
 
