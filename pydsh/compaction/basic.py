@@ -32,6 +32,7 @@ from pydsh.compaction.engine import (
 )
 from pydsh.compaction.summary import INSTRUCTION, checkpoint_content
 from pydsh.kernel.context import Context
+from pydsh.kernel.errors import KernelError
 from pydsh.kernel.events import define_event
 from pydsh.llm.stream_records import BlockAssembler
 from pydsh.llm.types import LlmError
@@ -611,8 +612,9 @@ inject = ("llm", "sessions")
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``compaction`` and, with ``auto``, register the step-pressure and overflow triggers."""
     if ctx.get("token_meter") is None:
-        raise ValueError(
-            "compaction-basic needs the token_meter service: add the token-meter row to the host composition (base)"
+        raise KernelError(
+            "CONFIG_INVALID",
+            "compaction-basic needs the token_meter service: add the token-meter row to the host composition (base)",
         )
     engine = BasicCompaction(ctx, config)
     ctx.provide("compaction", engine)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pydsh.kernel.context import Context
+from pydsh.kernel.errors import KernelError
 
 if TYPE_CHECKING:
     from pydsh.compaction.meter import TokenMeter
@@ -103,7 +104,8 @@ def apply(ctx: Context, config: Config) -> None:
     """Provide ``tool_result_pruner`` (inside the preset's isolate realm when a preset mounts it)."""
     meter = ctx.get("token_meter")
     if meter is None:
-        raise ValueError(
-            "tool-result-pruner needs the token_meter service: add the token-meter row to the host composition (base)"
+        raise KernelError(
+            "CONFIG_INVALID",
+            "tool-result-pruner needs the token_meter service: add the token-meter row to the host composition (base)",
         )
     ctx.provide("tool_result_pruner", ToolResultPruner(config, meter))

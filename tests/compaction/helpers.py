@@ -18,15 +18,12 @@ COMPACTION = {"headroomTokens": 1000, "thresholdRatio": 0.8, "retainRatio": 0.16
 THRESHOLD = 6000
 
 
-def providers(window: int = WINDOW, max_tokens: int = 1000) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": "deepseek-official",
-            "name": "DeepSeek (scripted)",
-            "retryPolicy": FAST_RETRY,
-            "models": [{"id": "deepseek-v4-flash", "contextWindow": window, "defaultMaxTokens": max_tokens}],
-        }
-    ]
+def providers(window: int | None = WINDOW, max_tokens: int = 1000) -> list[dict[str, Any]]:
+    """The default route with ``window`` (``None``: a model info without a context window)."""
+    model: dict[str, Any] = {"id": "deepseek-v4-flash", "defaultMaxTokens": max_tokens}
+    if window is not None:
+        model["contextWindow"] = window
+    return [{"id": "deepseek-official", "name": "DeepSeek (scripted)", "retryPolicy": FAST_RETRY, "models": [model]}]
 
 
 def summary_text(tag: str = "") -> str:
@@ -70,7 +67,7 @@ async def compaction_host(
     script: list[Any],
     compaction: dict[str, Any] | None = None,
     *,
-    window: int = WINDOW,
+    window: int | None = WINDOW,
     pruner: bool = True,
 ) -> tuple[Host, Summariser]:
     host = await start_host(
