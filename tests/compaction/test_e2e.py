@@ -31,8 +31,13 @@ async def test_sixty_step_session_compacts_and_resumes_cold(tmp_path: Path) -> N
         assert len(pressures) == 61
         assert max(pressures) < THRESHOLD
         for start in starts:
-            later = [e for e in events if e["seq"] > start["seq"] and e["type"] == "request/header"]
-            assert later[0]["data"].get("startsSeries") or later[0]["data"]["reason"] == "series"
+            later = [e for e in events if e["seq"] > start["seq"]]
+            header = next(e for e in later if e["type"] == "request/header")
+            assert header["data"].get("startsSeries") or header["data"]["reason"] == "series"
+            resent = next(e for e in later if e["type"] in ("user/message", "assistant/message") and "surfaceOp" in e)
+            assert resent["type"] == "user/message" and resent["surfaceOp"] != "append"
+            snapshot = next(e for e in later if e["type"] in ("user/message", "assistant/message") and e is not resent)
+            assert snapshot["data"]["source"]["kind"] == "runtime-context"
         view = canon(agent.session.derive_messages())
         assert len(summariser.calls) == len(starts)
         session_id = agent.session.id
