@@ -92,3 +92,39 @@ async def test_second_overflow_in_the_same_step_stands(tmp_path: Path) -> None:
         await handle.dispose()
     finally:
         await host.close()
+
+
+async def test_an_overflow_whose_summary_fails_leaves_the_error_standing(tmp_path: Path) -> None:
+    write_lines(tmp_path / "big.txt", 40)
+    overflow = {"error": {"code": "CONTEXT_WINDOW_EXCEEDED", "message": "context too long", "status": 400}}
+    host, summariser = await compaction_host([read_step(1), overflow], window=128000)
+    summariser.answers.append({"error": {"code": "OVERLOADED", "message": "summariser down", "status": 503}})
+    try:
+        handle = await host.create(tmp_path)
+        session = handle.agent.session
+        events = await host.run(handle.agent, "read it")
+        end = next(e for e in events if e["type"] == "compaction/end")
+        assert "summariser down" in end["data"]["error"]
+        assert session.surface.replace_generation == 0
+        assert events[-1]["data"]["reason"]["error"]["code"] == "CONTEXT_WINDOW_EXCEEDED"
+        host.replay.assert_consumed()
+        await handle.dispose()
+    finally:
+        await host.close()
+
+
+async def test_the_overflow_allowance_renews_after_an_assistant_message(tmp_path: Path) -> None:
+    write_lines(tmp_path / "big.txt", 40)
+    overflow = {"error": {"code": "CONTEXT_WINDOW_EXCEEDED", "message": "context too long", "status": 400}}
+    script = [read_step(1), overflow, read_step(13), overflow, {"text": "done"}]
+    host, summariser = await compaction_host(script, window=128000)
+    try:
+        handle = await host.create(tmp_path)
+        events = await host.run(handle.agent, "read it")
+        assert [e["type"] for e in events].count("compaction/summary") == 2
+        assert events[-1]["data"]["reason"] == {"kind": "completed"}
+        assert len(summariser.calls) == 2
+        host.replay.assert_consumed()
+        await handle.dispose()
+    finally:
+        await host.close()
