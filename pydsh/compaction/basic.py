@@ -300,10 +300,14 @@ class BasicCompaction:
                 raise ManualCompactionError("changed") from None
             except SummaryError as exc:
                 raise ManualCompactionError("summary", f"manual compaction could not produce a summary: {exc}") from exc
-            except LlmError as exc:
+            except (LlmError, CompactionError) as exc:
                 if job_signal.aborted:
                     raise ManualCompactionError("cancelled") from exc
+                if isinstance(exc, ManualCompactionError):
+                    raise
                 raise ManualCompactionError("summary", f"manual compaction could not produce a summary: {exc}") from exc
+            except Exception as exc:
+                raise ManualCompactionError("commit", f"manual compaction did not commit cleanly: {exc}") from exc
             try:
                 await self.sessions.flush(session)
             except Exception as exc:
@@ -414,6 +418,7 @@ class BasicCompaction:
         session = agent.session
         while True:
             surface_before = list(session.surface.nodes)
+            first = surface_before.index(shadowed[0])
             prices = {n.seq: n for n in self.meter.measure(session).nodes}
             try:
                 summary = await self._summarise(agent, shadowed, signal)
@@ -423,7 +428,9 @@ class BasicCompaction:
                 repaired = await self.ctx.waterfall("compaction/summary-error", payload, lambda: False, scope=agent)
                 if repaired is not True or (signal is not None and signal.aborted):
                     raise
-                shadowed = [s for s in session.surface.nodes if s in shadowed] or shadowed
+                if len(session.surface.nodes) != len(surface_before):
+                    raise SurfaceChangedError() from exc
+                shadowed = session.surface.nodes[first : first + len(shadowed)]
         now = list(session.surface.nodes)
         if (manual and not set(shadowed) <= set(now)) or (not manual and now != surface_before):
             raise SurfaceChangedError()

@@ -307,6 +307,10 @@ async def test_summary_error_listener_may_repair_and_retry(tmp_path: Path) -> No
 
     async def repair(payload: dict[str, Any], nxt: Any) -> Any:
         seen.append(payload)
+        session = payload["session"]
+        prompt = payload["sourceEventSeqs"][0]
+        replace = {"op": "replace", "startSeq": prompt, "endSeq": prompt}
+        session.append("user/message", user_message("repaired prompt"), surface_op=replace, source_event_seqs=[prompt])
         return True
 
     host.kernel.ctx.on("compaction/summary-error", repair)
@@ -315,7 +319,12 @@ async def test_summary_error_listener_may_repair_and_retry(tmp_path: Path) -> No
         await engine_of(host).compact_now(handle.agent, None)
         assert len(seen) == 1 and len(summariser.calls) == 2
         assert "no text summary content" in str(seen[0]["error"])
-        assert seen[0]["sourceEventSeqs"] == handle.agent.session.surface.nodes[1:2] or seen[0]["sourceEventSeqs"]
+        texts = [m["content"][0].get("text") for m in summariser.calls[1]["messages"] if m["role"] == "user"]
+        assert "repaired prompt" in texts
+        session = handle.agent.session
+        repaired = next(e for e in session.events if e["type"] == "user/message" and e.get("sourceEventSeqs"))
+        summary = next(e for e in session.events if e["type"] == "compaction/summary")
+        assert summary["data"]["shadowedSeqs"][0] == repaired["seq"]
         await handle.dispose()
     finally:
         await host.close()
@@ -401,6 +410,26 @@ async def test_compact_region_refuses_unbalanced_cuts_and_closed_turns(tmp_path:
         with pytest.raises(Exception, match=f"end seq {call} is not a balanced boundary"):
             await engine.compact_region(nodes[1], call, handle.agent)
         assert "compaction/start" not in [e["type"] for e in session.events]
+        await handle.dispose()
+    finally:
+        await host.close()
+
+
+async def test_cancelling_a_manual_compaction(tmp_path: Path) -> None:
+    host, summariser, handle = await session_with_history(tmp_path, 2)
+    try:
+        agent = handle.agent
+        view = canon(agent.session.derive_messages())
+        summariser.answers.append({"hang": True})
+        task = asyncio.ensure_future(engine_of(host).compact_now(agent, None))
+        while not summariser.calls:
+            await asyncio.sleep(0.01)
+        agent.cancel({"kind": "user"})
+        with pytest.raises(ManualCompactionError, match="manual compaction was cancelled") as info:
+            await task
+        assert info.value.code == "cancelled"
+        assert canon(agent.session.derive_messages()) == view
+        assert agent.session.events[-1]["type"] == "compaction/end"
         await handle.dispose()
     finally:
         await host.close()
