@@ -27,6 +27,7 @@ from pydsh.compaction.engine import (
     TargetPressureConfigError,
     Trigger,
     compact_checkpoint_source,
+    config_error,
     open_compaction,
     pairing_counts,
 )
@@ -72,7 +73,7 @@ def _unknown(raw: Any, allowed: frozenset[str], where: str) -> Any:
     if isinstance(raw, dict):
         for key in raw:
             if key not in allowed:
-                raise ValueError(f'BasicCompactionConfig: unknown key "{key}"{where}')
+                raise config_error(f'BasicCompactionConfig: unknown key "{key}"{where}')
     return raw
 
 
@@ -94,14 +95,14 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _coherent(self) -> Settings:
         if self.retainRatio is not None and self.retainTokens is not None:
-            raise ValueError("BasicCompactionConfig: retainRatio and retainTokens are mutually exclusive")
+            raise config_error("BasicCompactionConfig: retainRatio and retainTokens are mutually exclusive")
         if self.retain_ratio is not None and self.retain_ratio >= self.thresholdRatio:
-            raise ValueError(
+            raise config_error(
                 f"BasicCompactionConfig: retainRatio ({self.retain_ratio}) must be below thresholdRatio "
                 f"({self.thresholdRatio})"
             )
         if bool(self.summarizationProvider) != bool(self.summarizationModel):
-            raise ValueError("BasicCompactionConfig: set summarizationProvider and summarizationModel together")
+            raise config_error("BasicCompactionConfig: set summarizationProvider and summarizationModel together")
         return self
 
     @property
@@ -134,9 +135,9 @@ class Config(Settings):
             _unknown(policy, POLICY_KEYS, f" in modelPolicies[{i}]")
             pair = (policy.get("provider"), policy.get("model"))
             if not all(isinstance(p, str) and p for p in pair):
-                raise ValueError(f"BasicCompactionConfig: modelPolicies[{i}] needs provider and model")
+                raise config_error(f"BasicCompactionConfig: modelPolicies[{i}] needs provider and model")
             if pair in seen:
-                raise ValueError(f"BasicCompactionConfig: duplicate modelPolicies entry for {pair[0]}/{pair[1]}")
+                raise config_error(f"BasicCompactionConfig: duplicate modelPolicies entry for {pair[0]}/{pair[1]}")
             seen.add(pair)  # type: ignore[arg-type]
             self.settings_for(pair[0], pair[1])  # type: ignore[arg-type]
         return self

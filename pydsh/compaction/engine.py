@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from pydantic_core import PydanticCustomError
+
 if TYPE_CHECKING:
     from pydsh.kernel.cancel import AbortSignal
     from pydsh.session.log import Session
@@ -22,6 +24,11 @@ MANUAL_MESSAGES = {
     "commit": "manual compaction did not commit cleanly",
     "persistence": "manual compaction durability checkpoint failed",
 }
+
+
+def config_error(message: str) -> PydanticCustomError:
+    """A validation error whose text is exactly ``message`` (no "Value error, " prefix)."""
+    return PydanticCustomError("compaction_config", "{message}", {"message": message})
 
 
 class CompactionError(Exception):

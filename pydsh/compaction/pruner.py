@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pydsh.compaction.engine import config_error
+from pydsh.compaction.heuristic import estimate_message
 from pydsh.kernel.context import Context
-from pydsh.kernel.errors import KernelError
 
 if TYPE_CHECKING:
-    from pydsh.compaction.meter import TokenMeter
     from pydsh.session.log import Session
 
 MARKER = "\n\n[... tool result middle pruned ...]\n\n"
@@ -33,7 +33,7 @@ class Config(BaseModel):
     @model_validator(mode="after")
     def _fits(self) -> Config:
         if self.headChars + len(MARKER) + self.tailChars > self.thresholdChars:
-            raise ValueError(
+            raise config_error(
                 f"tool-result-pruner: headChars ({self.headChars}) + marker ({len(MARKER)}) + tailChars "
                 f"({self.tailChars}) must not exceed thresholdChars ({self.thresholdChars})"
             )
@@ -70,9 +70,8 @@ def pruned_content(content: list[dict[str, Any]], config: Config) -> list[dict[s
 class ToolResultPruner:
     """The ``tool_result_pruner`` service."""
 
-    def __init__(self, config: Config, meter: TokenMeter) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
-        self.meter = meter
 
     def prune_session(self, session: Session) -> int:
         """Prune every oversized current tool result; the number of results pruned."""
@@ -85,7 +84,7 @@ class ToolResultPruner:
             content = pruned_content(list(message["content"]), self.config)
             if content is None:
                 continue
-            shadowed = self.meter.estimate_message(message)
+            shadowed = estimate_message(message)
             session.append(
                 "compaction/prune",
                 {"shadowedRange": {"start": seq, "end": seq}, "shadowedSeqs": [seq], "shadowedTokenCount": shadowed},
@@ -102,10 +101,4 @@ name = "tool-result-pruner"
 
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``tool_result_pruner`` (inside the preset's isolate realm when a preset mounts it)."""
-    meter = ctx.get("token_meter")
-    if meter is None:
-        raise KernelError(
-            "CONFIG_INVALID",
-            "tool-result-pruner needs the token_meter service: add the token-meter row to the host composition (base)",
-        )
-    ctx.provide("tool_result_pruner", ToolResultPruner(config, meter))
+    ctx.provide("tool_result_pruner", ToolResultPruner(config))
