@@ -72,3 +72,17 @@ def test_compact_usage_errors(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--compact ID takes no task" in result.stderr
     result = run("--profile", "headless", "--compact", "nope", cwd=tmp_path)
     assert result.returncode == 2 and 'session "nope" not found' in result.stderr
+
+
+def test_a_profile_without_the_meter_stops_with_one_message(tmp_path: Path) -> None:
+    patch = tmp_path / "no-meter.yml"
+    patch.write_text(
+        '- {id: token-meter, disabled: true}\n- insert: [{id: presets, name: "pydsh:include", config: {bundle: presets}}]\n'
+    )
+    result = run("--profile", "headless", "--patch", str(patch), "hi", cwd=tmp_path)
+    assert result.returncode == 2
+    verdicts = [line for line in result.stderr.splitlines() if line.startswith("pydsh: CONFIG_INVALID")]
+    assert verdicts == [
+        "pydsh: CONFIG_INVALID: compaction-basic needs the token_meter service: "
+        "add the token-meter row to the host composition (base)"
+    ]
