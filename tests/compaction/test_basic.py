@@ -433,3 +433,18 @@ async def test_cancelling_a_manual_compaction(tmp_path: Path) -> None:
         await handle.dispose()
     finally:
         await host.close()
+
+
+async def test_the_configured_summarisation_pair_and_cap_are_used(tmp_path: Path) -> None:
+    config = {"summarizationProvider": "deepseek-official", "summarizationModel": "summary-model", "maxTokens": 777}
+    host, summariser, handle = await session_with_history(tmp_path, 1, compaction=config)
+    try:
+        await engine_of(host).compact_now(handle.agent, None)
+        call = summariser.calls[0]
+        assert (call["provider"], call["model"], call["maxTokens"]) == ("deepseek-official", "summary-model", 777)
+        summary = next(e for e in handle.agent.session.events if e["type"] == "compaction/summary")
+        assert (summary["data"]["provider"], summary["data"]["model"]) == ("deepseek-official", "summary-model")
+        assert summary["data"]["maxTokens"] == 777
+        await handle.dispose()
+    finally:
+        await host.close()
