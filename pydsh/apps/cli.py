@@ -15,6 +15,7 @@ from pydsh import __version__
 HELP = """\
 Usage: pydsh [--profile] <name> [--patch <path>]... [--dump-config[=resolved]] [app-args...]
        pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M]
+       pydsh headless --compact ID
        pydsh --profile sdk [--patch <path>]...
        pydsh demo
 

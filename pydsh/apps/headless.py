@@ -14,11 +14,13 @@ import json
 import os
 import signal
 import sys
+import uuid
 from typing import Any, TextIO
 
 from pydsh.agent.agent import AgentOptions, user_message
 from pydsh.agent.presets import RemoteError, header_preset, preset_setup
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
+from pydsh.compaction.engine import CompactionError
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.events import Event
@@ -29,6 +31,7 @@ from pydsh.session.persistence.base import SessionPersistence
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 USAGE = (
     'pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M] [--preset ID]'
+    "\n       pydsh headless --compact ID"
 )
 
 
@@ -43,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(args: list[str]) -> argparse.Namespace:
     parser = _Parser(prog="pydsh headless", usage=USAGE, add_help=True)
-    parser.add_argument("task", help='the prompt ("-" reads it from stdin)')
+    parser.add_argument("task", nargs="?", help='the prompt ("-" reads it from stdin)')
     parser.add_argument("--cwd", help="workspace of a new session (default: the current directory)")
     parser.add_argument("--session", help="id for a new session")
     parser.add_argument("--resume", help="continue a persisted session")
@@ -51,7 +54,14 @@ def parse_args(args: list[str]) -> argparse.Namespace:
     parser.add_argument("--provider")
     parser.add_argument("--model")
     parser.add_argument("--preset", help="agent preset of a new session (profiles with a preset roster)")
+    parser.add_argument("--compact", metavar="ID", help="compact the history of a persisted session and exit")
     ns = parser.parse_args(args)
+    if ns.compact is not None:
+        if ns.task is not None or ns.resume or ns.session or ns.cwd or ns.preset or ns.provider:
+            raise HeadlessUsageError("error: --compact ID takes no task and no other session option")
+        return ns
+    if ns.task is None:
+        raise HeadlessUsageError("error: the following arguments are required: task")
     if ns.resume and (ns.session or ns.cwd):
         raise HeadlessUsageError("error: --resume cannot be combined with --session or --cwd")
     if ns.resume and ns.preset:
@@ -86,13 +96,15 @@ class Trace:
         etype = event["type"]
         data = event["data"]
         line = None
-        if etype == "assistant/message":
+        if etype.startswith(("compaction/", "command/")):
+            line = compaction_line(etype, data)
+        elif etype == "assistant/message":
             for block in data["message"]["content"]:
                 if block["type"] == "text" and block["text"].strip():
                     self._write(f"assistant: {block['text']}")
         elif etype == "tool/call":
             line = f"→ {data['name']} {_cut(data['arguments'], 200)}"
-        elif etype == "tool/result":
+        elif etype == "tool/result" and event.get("surfaceOp") == "append":
             text = "".join(b.get("text", "") for b in data["message"]["content"])
             mark = "✗" if data["message"].get("isError") else "←"
             line = f"{mark} {_cut(text, 300)}"
@@ -108,6 +120,20 @@ class Trace:
 
     def _write(self, text: str) -> None:
         print(self._tag + text, file=self.out, flush=True)
+
+
+def compaction_line(etype: str, data: Any) -> str | None:
+    """The trace line of a compaction, prune or command event (``None``: nothing to say)."""
+    if etype == "compaction/summary":
+        count = len(data["shadowedSeqs"])
+        return f"compacted {count} history messages (~{data['shadowedTokenCount']} tokens) into a checkpoint"
+    if etype == "compaction/end" and "error" in data:
+        return f"compaction failed, history unchanged: {_cut(data['error'], 300)}"
+    if etype == "compaction/prune":
+        return f"pruned the middle of a large tool result (~{data['shadowedTokenCount']} tokens before)"
+    if etype == "command/done":
+        return f"/compact: {data.get('text', data['kind'])}"
+    return None
 
 
 def _cut(text: str, limit: int) -> str:
@@ -180,7 +206,37 @@ class HeadlessApp:
             )
         )
 
+    async def _compact(self, session_id: str) -> int:
+        """``--compact ID``: resume, compact the whole balanced history from idle, flush, exit."""
+        agents: AgentRegistry = self.ctx.require("agents")
+        try:
+            handle = await agents.resume(session_id, setup=preset_setup(self.ctx))
+        except SessionPersistenceNotFoundError:
+            print(f'error: session "{session_id}" not found', file=sys.stderr)
+            return 2
+        agent = handle.agent
+        trace = Trace(sys.stderr, agent.id)
+        self.ctx.on("session/event", trace.event, global_=False)
+        roster = self.ctx.get("agent_presets")
+        engine = roster.service_for(agent, "compaction") if roster is not None else None
+        engine = engine or self.ctx.get("compaction")
+        try:
+            if engine is None:
+                print(f'pydsh: compact: no compaction engine is mounted for session "{session_id}"', file=sys.stderr)
+                return 1
+            try:
+                result = await engine.compact_now(agent, None, str(uuid.uuid4()))
+            except CompactionError as exc:
+                print(f"pydsh: compact: {exc}", file=sys.stderr)
+                return 1
+            print(f"compacted {len(result.shadowed_seqs)} history messages of session {session_id} into a checkpoint")
+            return 0
+        finally:
+            await handle.dispose()
+
     async def _run(self, ns: argparse.Namespace) -> int:
+        if ns.compact is not None:
+            return await self._compact(ns.compact)
         try:
             handle = await self._open(ns)
         except HeadlessUsageError as exc:

@@ -42,14 +42,15 @@ async def boot(rows: list[Row], profile: str | None = None, services: Mapping[st
 
 
 def strict_config_errors(kernel: Kernel) -> list[str]:
-    """Invalid config of rows from shipped bundles or the user's patches: composition errors."""
+    """Invalid config of rows from shipped bundles or the user's patches: composition errors, each once."""
     from pydsh.kernel.profiles import PLUGIN_BUNDLE
 
-    return [
+    errors = (
         str(f.error)
         for f in kernel.loader.failures
         if getattr(f.error, "code", None) == "CONFIG_INVALID" and not f.source.startswith(PLUGIN_BUNDLE)
-    ]
+    )
+    return list(dict.fromkeys(errors))
 
 
 async def serve(profile: str, rows: list[Row], args: list[str]) -> int:

@@ -395,6 +395,11 @@ class ScriptAdapter:
             raise replay_error(
                 f"llm-replay: a compaction call arrived but model call #{cursor + 1} was not recorded as one"
             )
+        if purpose != "compaction" and call.purpose == "compaction":
+            raise replay_error(
+                f"llm-replay: model call #{cursor + 1} was recorded as a compaction call, "
+                "but a conversation call arrived"
+            )
         self._cursors[script] = cursor + 1
         return call
 
@@ -441,14 +446,18 @@ class ScriptedAdapter(ScriptAdapter):
         compiled: list[list[Call]] = []
         for s, script in enumerate(lists, 1):
             calls = []
-            for n, entry in enumerate(script, 1):
-                if not isinstance(entry, dict):
+            for n, raw in enumerate(script, 1):
+                if not isinstance(raw, dict):
                     raise ValueError(f"llm-replay: script {s} entry {n} is not an object")
+                purpose = raw.get("purpose")
+                if purpose not in (None, "compaction"):
+                    raise ValueError(f'llm-replay: script {s} entry {n}: purpose must be "compaction"')
+                entry = {k: v for k, v in raw.items() if k != "purpose"}
                 try:
                     compile_entry(entry, n, chunk_size=chunk_size)
                 except (ValueError, KeyError, TypeError) as exc:
                     raise ValueError(f"llm-replay: script {s} entry {n}: {exc}") from None
-                calls.append(Call(entry))
+                calls.append(Call(entry, purpose))
             compiled.append(calls)
         super().__init__(compiled, providers=providers, title=title, pace_ms=pace_ms, chunk_size=chunk_size)
 

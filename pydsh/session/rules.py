@@ -102,6 +102,52 @@ class Placement:
             self.step_calls[data["callId"]] = event["seq"]
 
 
+class CompactionBracket:
+    """Rule 10 (02 §13): ``compaction/start``/``summary``/``end`` pair up; the checkpoint follows its summary.
+
+    A bracket still open at a ``session/end-seed`` belongs to a dead lifecycle and is dropped.
+    """
+
+    def __init__(self) -> None:
+        self.open: dict[str, Any] | None = None
+        self.summary_seq: int | None = None
+
+    def problem(self, event: Event, open_turn: int | None) -> str | None:
+        etype = event["type"]
+        data = event["data"]
+        opened = self.open
+        if etype == "compaction/start":
+            if opened is not None:
+                return f"compaction/start while compaction {opened['compactionId']} is open"
+            turn = data.get("turn")
+            if turn != open_turn:
+                return f"compaction/start names turn {turn} but the open turn is {open_turn}"
+            return None
+        if etype in ("compaction/summary", "compaction/end"):
+            if opened is None or data.get("compactionId") != opened["compactionId"]:
+                return f"{etype} {data.get('compactionId')} does not match an open compaction"
+            if etype == "compaction/summary" and self.summary_seq is not None:
+                return f"second compaction/summary for compaction {opened['compactionId']}"
+            return None
+        if etype == "user/message" and (data.get("source") or {}).get("kind") == "compact-checkpoint":
+            if event.get("surfaceOp") == "append":
+                return "a compact-checkpoint message must replace the span it summarises"
+            if opened is None or data["source"].get("compactionId") != opened["compactionId"]:
+                return "the checkpoint replace does not match the open compaction"
+            if self.summary_seq != event["seq"] - 1:
+                return "the checkpoint replace must immediately follow its compaction/summary"
+        return None
+
+    def apply(self, event: Event) -> None:
+        etype = event["type"]
+        if etype == "compaction/start":
+            self.open, self.summary_seq = dict(event["data"]), None
+        elif etype == "compaction/summary":
+            self.summary_seq = event["seq"]
+        elif etype in ("compaction/end", "session/end-seed"):
+            self.open, self.summary_seq = None, None
+
+
 class LogRules:
     """The fold that admits events into one log."""
 
@@ -109,6 +155,7 @@ class LogRules:
         self.events = events
         self.surface = Surface(events)
         self.placement = Placement()
+        self.compaction = CompactionBracket()
         self.inherited_event_count = inherited_event_count
         self.last_marker: int | None = None
         self.last_inherited_marker: int | None = None
@@ -130,7 +177,7 @@ class LogRules:
         else:
             problem = None
         if problem is None and not event.get("ignorable"):
-            problem = self.placement.problem(event)
+            problem = self.placement.problem(event) or self.compaction.problem(event, self.placement.open_turn)
         if problem:
             raise SessionLogError(seq, problem)
 
@@ -140,6 +187,7 @@ class LogRules:
             self.surface.apply(event)
         if not event.get("ignorable"):
             self.placement.apply(event)
+            self.compaction.apply(event)
         if etype == "session/end-seed":
             self.last_marker = event["seq"]
             if event["data"].get("inherited"):

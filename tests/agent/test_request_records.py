@@ -84,12 +84,15 @@ async def test_snapshot_re_emitted_after_the_surface_shadows_it(tmp_path: Path) 
         nodes = list(session.surface.nodes)
         start = nodes[1]
         summary = user_message("summary of earlier work", {"kind": "compact-checkpoint", "compactionId": "c1"})
+        session.append("compaction/start", {"compactionId": "c1", "turn": None})
+        session.append("compaction/summary", {"compactionId": "c1", "summary": summary["content"]})
         session.append(
             "user/message",
             summary,
             surface_op={"op": "replace", "startSeq": start, "endSeq": nodes[-1]},
             source_event_seqs=nodes[1:],
         )
+        session.append("compaction/end", {"compactionId": "c1", "turn": None})
         events = await host.run(agent, "two")
         snapshots = [e for e in of(events, "user/message") if e["data"]["source"]["kind"] == "runtime-context"]
         assert len(snapshots) == 1

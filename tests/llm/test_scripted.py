@@ -275,6 +275,7 @@ def test_derivation_of_attempts_aborts_and_compaction(tmp_path: Path) -> None:
     rows = turn_rows(
         attempt(ERROR_FINISH),
         attempt({"type": "block-start", "index": 0, "blockType": "text"}, ABORT_FINISH),
+        {"type": "compaction/start", "data": {"compactionId": "c", "turn": 1}},
         {
             "type": "compaction/summary",
             "data": {
@@ -315,10 +316,11 @@ def test_derivation_of_attempts_aborts_and_compaction(tmp_path: Path) -> None:
         ),
         (
             turn_rows(
+                {"type": "compaction/start", "data": {"compactionId": "c", "turn": 1}},
                 {
                     "type": "compaction/summary",
                     "data": {"compactionId": "c", "llmStreamCall": True, "summary": [], "provider": "p", "model": "m"},
-                }
+                },
             ),
             "without rawOutput",
         ),
