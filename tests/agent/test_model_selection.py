@@ -14,6 +14,7 @@ import pytest
 from pydsh.agent import ModelSelection, Route, install_model_selection
 from pydsh.agent.agent import AgentOptions, text_of
 from pydsh.agent.loop import LoopAgent
+from pydsh.agent.model_selection import model_changed_notice
 from pydsh.kernel.context import Context
 from pydsh.kernel.fiber import ACTIVE, Fiber
 from pydsh.testing import SCRIPTED_PROVIDERS
@@ -232,6 +233,29 @@ async def test_clearing_the_selection_returns_to_the_agents_own_route(tmp_path: 
         assert [n["source"]["summary"] for n in notices(events)] == ["provider-b/model-b → provider-a/model-a"]
         events = await host.run(agent, "stays")
         assert of(events, "request/header") == [] and notices(events) == []
+    finally:
+        await host.close()
+
+
+async def test_a_notice_already_in_the_step_is_not_repeated(tmp_path: Path) -> None:
+    host, (agent,) = await start(tmp_path, [{"text": "1"}, {"text": "2"}], A)
+    selection = ModelSelection()
+    before, after = {"provider": "provider-a", "model": "model-a"}, {"provider": "provider-b", "model": "x"}
+
+    async def plugin_notice(payload: dict[str, Any], nxt: Any) -> Any:
+        decision = await nxt()
+        if selection.current is not None:
+            decision["messages"].append(model_changed_notice(before, after))
+        return decision
+
+    host.kernel.ctx.on("agent/pre-step", plugin_notice, prepend=True)
+    install_model_selection(agent.ctx, selection)
+    try:
+        await host.run(agent, "first")
+        selection.current = Route("provider-b", "model-b")
+        events = await host.run(agent, "second")
+        assert [n["source"]["summary"] for n in notices(events)] == ["provider-a/model-a → provider-b/x"]
+        assert configs(events) == [{"provider": "provider-b", "model": "model-b"}]
     finally:
         await host.close()
 
