@@ -17,6 +17,7 @@ Usage: pydsh [--profile] <name> [--patch <path>]... [--dump-config[=resolved]] [
        pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M]
        pydsh --profile sdk [--patch <path>]...
        pydsh demo
+       pydsh plugin --profile <name> (add <requirement>... | remove <distribution>... | list)
 
 Run a DeepSeek Harness agent composition.
 
@@ -98,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    if argv[:1] == ["plugin"]:
+        from pydsh.apps.plugins import run_plugin
+
+        return run_plugin(argv[1:])
     if argv[:1] == ["demo"]:
         from pydsh.apps.demo import run_demo
 
