@@ -18,6 +18,7 @@ Usage: pydsh [--profile] <name> [--patch <path>]... [--dump-config[=resolved]] [
        pydsh headless --compact ID
        pydsh --profile sdk [--patch <path>]...
        pydsh demo
+       pydsh plugin --profile <name> (add <requirement>... | remove <distribution>... | list)
 
 Run a DeepSeek Harness agent composition.
 
@@ -99,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    if argv[:1] == ["plugin"]:
+        from pydsh.apps.plugins import run_plugin
+
+        return run_plugin(argv[1:])
     if argv[:1] == ["demo"]:
         from pydsh.apps.demo import run_demo
 

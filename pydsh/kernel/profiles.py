@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydsh.kernel.compose import SHIPPED, Composition, dsh_home, fail, load_yaml, read_yaml_file
 from pydsh.kernel.errors import KernelError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 TEMPLATES = SHIPPED / "templates"
 PLUGIN_BUNDLE = "plugin bundle"
@@ -97,59 +101,145 @@ def read_profile(directory: Path) -> dict[str, Any]:
     return {"bundles": bundles, "plugins": plugins, "description": raw.get("description")}
 
 
-def bundle_entry_points() -> dict[str, str]:
+def bundle_entry_points() -> dict[str, EntryPoint]:
+    """The ``pydsh.bundles`` entry points of the installed distributions, by bundle name."""
     from importlib.metadata import entry_points
 
-    return {ep.name: ep.value for ep in entry_points(group="pydsh.bundles")}
+    return {ep.name: ep for ep in entry_points(group="pydsh.bundles")}
 
 
-def _plugin_bundle(name: str, plugins: dict[str, Any], profile: str) -> tuple[list[Any] | None, str]:
-    """Read a distribution's bundle; ``(None, reason)`` when it cannot be used."""
-    owner = next((d for d, names in plugins.items() if name in (names or [])), None)
-    ref = bundle_entry_points().get(name)
-    if ref is None:
-        if owner is None:
-            return None, "no shipped bundle or installed distribution provides it"
-        return None, (
-            f"distribution {owner} is not installed (reinstall it, or run "
-            f"pydsh plugin --profile {profile} remove {owner})"
-        )
-    package, _, resource = ref.partition(":")
+def distribution_label(name: str) -> str:
+    """``<distribution> <version>`` when installed, else the bare name."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        from importlib.resources import files
+        return f"{name} {version(name)}"
+    except PackageNotFoundError:
+        return name
 
-        text = files(package.strip()).joinpath(resource.strip()).read_text(encoding="utf-8")
+
+def is_installed(name: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution(name)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def recorded_owner(bundle: str, plugins: dict[str, Any]) -> str | None:
+    """The distribution ``profile.yml`` records as providing ``bundle``."""
+    return next((str(d) for d, names in plugins.items() if bundle in (names or [])), None)
+
+
+def package_dir(package: str, resource: str) -> Path:
+    """The directory of ``package`` that holds ``resource``, found without importing (running) it."""
+    from importlib.machinery import PathFinder
+    from importlib.util import find_spec
+
+    top, *rest = package.split(".")
+    spec = find_spec(top)
+    for part in rest:
+        if spec is None or not spec.submodule_search_locations:
+            break
+        spec = PathFinder.find_spec(part, list(spec.submodule_search_locations))
+    locations = [] if spec is None else list(spec.submodule_search_locations or [])
+    for location in locations:
+        if (Path(location) / resource).is_file():
+            return Path(location)
+    if not locations:
+        raise FileNotFoundError(f"package {package} is not importable")
+    raise FileNotFoundError(f"{resource} is not in package {package}")
+
+
+@dataclass(frozen=True)
+class BundleUse:
+    """What became of one listed bundle: where it comes from and why it was skipped ("" = used)."""
+
+    source: str
+    problem: str = ""
+    missing: bool = False
+
+
+def _plugin_bundle_ops(name: str, ep: EntryPoint, label: str) -> tuple[list[Any] | None, str]:
+    """Read a distribution's bundle file; ``(None, reason)`` when it cannot be used."""
+    package, _, resource = ep.value.partition(":")
+    try:
+        directory = package_dir(package.strip(), resource.strip())
+        text = (directory / resource.strip()).read_text(encoding="utf-8")
     except (ImportError, OSError, ValueError) as exc:
-        return None, f"its bundle file {ref} cannot be read ({exc})"
+        return None, f"distribution {label}: its bundle file {ep.value} cannot be read ({exc})"
     try:
-        ops = load_yaml(text, ref)
+        ops = load_yaml(text, ep.value)
     except KernelError as exc:
-        return None, str(exc)
+        return None, f"distribution {label}: {exc.detail}"
     if not isinstance(ops, list):
-        return None, f"{ref} is not a list of patch operations"
+        return None, f"distribution {label}: {ep.value} is not a list of patch operations"
     return ops, ""
+
+
+def apply_plugin_bundle(
+    comp: Composition, name: str, plugins: dict[str, Any], profile: str, eps: dict[str, EntryPoint]
+) -> BundleUse:
+    """Apply a distribution's bundle to ``comp``; a bundle that cannot be used leaves ``comp`` as it was."""
+    owner = recorded_owner(name, plugins)
+    ep = eps.get(name)
+    if ep is None:
+        if owner is None:
+            return BundleUse("-", "no shipped bundle or installed distribution provides it", missing=True)
+        if not is_installed(owner):
+            return BundleUse(
+                owner,
+                f"distribution {owner} is not installed (reinstall it, or run "
+                f"pydsh plugin --profile {profile} remove {owner})",
+                missing=True,
+            )
+        label = distribution_label(owner)
+        return BundleUse(
+            label,
+            f"distribution {label} declares no pydsh.bundles entry point named {name} "
+            f"(run pydsh plugin --profile {profile} remove {owner})",
+        )
+    label = distribution_label(ep.dist.name) if ep.dist is not None else "(unknown distribution)"
+    ops, reason = _plugin_bundle_ops(name, ep, label)
+    if ops is None:
+        return BundleUse(label, reason)
+    before = copy.deepcopy(comp.rows)
+    try:
+        comp.apply_patch(ops, f"{PLUGIN_BUNDLE} {name} (distribution {label})")
+    except KernelError as exc:
+        comp.rows = before
+        return BundleUse(label, exc.detail)
+    return BundleUse(label)
+
+
+def compose_bundles(name: str, bundles: list[str], plugins: dict[str, Any]) -> tuple[Composition, list[BundleUse]]:
+    """Apply ``bundles`` in order: shipped ones strictly, a distribution's alone (spec 01 §15.3)."""
+    directory = profile_dir(name)
+    comp = Composition()
+    uses: list[BundleUse] = []
+    eps: dict[str, EntryPoint] | None = None
+    for bundle in bundles:
+        if (SHIPPED / f"{bundle}.yml").is_file():
+            ops = comp.includes.bundle_ops(bundle, str(directory / "profile.yml"))
+            comp.apply_patch(ops, f"bundle {bundle}")
+            uses.append(BundleUse("shipped"))
+            continue
+        if eps is None:
+            eps = bundle_entry_points()
+        use = apply_plugin_bundle(comp, bundle, plugins, name, eps)
+        if use.problem:
+            comp.warnings.append(f'bundle "{bundle}" skipped: {use.problem}')
+        uses.append(use)
+    return comp, uses
 
 
 def compose_profile(name: str, patches: list[str], extra_bundles: tuple[str, ...] = ()) -> Composition:
     """Compose profile ``name``: bundles, profile patch, home patch, then ``--patch`` files."""
     directory = ensure_profile(name)
     profile = read_profile(directory)
-    comp = Composition()
-    for bundle in [*profile["bundles"], *extra_bundles]:
-        if (SHIPPED / f"{bundle}.yml").is_file():
-            ops = comp.includes.bundle_ops(bundle, str(directory / "profile.yml"))
-            comp.apply_patch(ops, f"bundle {bundle}")
-            continue
-        found, reason = _plugin_bundle(bundle, profile["plugins"], name)
-        if found is None:
-            comp.warnings.append(f'bundle "{bundle}" skipped: {reason}')
-            continue
-        before = copy.deepcopy(comp.rows)
-        try:
-            comp.apply_patch(found, f"{PLUGIN_BUNDLE} {bundle}")
-        except KernelError as exc:
-            comp.rows = before
-            comp.warnings.append(f'bundle "{bundle}" skipped: {exc}')
+    comp, _uses = compose_bundles(name, [*profile["bundles"], *extra_bundles], profile["plugins"])
     layers = [directory / "patch.yml", dsh_home() / "patch.yml"]
     for path in layers:
         if path.is_file():
