@@ -457,10 +457,14 @@ class Host:
         model: str | None = None,
         reasoning_effort: str | None = None,
         max_tokens: int | None = None,
+        preset: str | None = None,
     ) -> Agent:
-        """A new agent and session in ``cwd`` (default: the host's); the route defaults to the profile's."""
+        """A new agent and session in ``cwd`` (default: the host's); the route defaults to the profile's.
+
+        ``preset`` names the agent preset to join (profiles with a preset roster; default: the roster's).
+        """
         from pydsh.agent.agent import AgentOptions
-        from pydsh.agent.presets import header_preset, preset_setup
+        from pydsh.agent.presets import RemoteError, header_preset, preset_setup
         from pydsh.agent.registry import CreateAgentOptions
         from pydsh.kernel import services
         from pydsh.session.ids import session_id_problem
@@ -474,15 +478,18 @@ class Host:
         if session_id is not None and await self._session_exists(session_id):
             raise HostError(f'session "{session_id}" already exists; continue it with resume_agent')
         options = AgentOptions(provider=provider, model=model, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-        handle = await services.agents(self.ctx).create(
-            CreateAgentOptions(
-                session_id=session_id,
-                cwd=workspace,
-                agent_options=options,
-                agent_preset=header_preset(self.ctx, None),
-                setup=preset_setup(self.ctx),
+        try:
+            handle = await services.agents(self.ctx).create(
+                CreateAgentOptions(
+                    session_id=session_id,
+                    cwd=workspace,
+                    agent_options=options,
+                    agent_preset=header_preset(self.ctx, preset),
+                    setup=preset_setup(self.ctx),
+                )
             )
-        )
+        except RemoteError as exc:
+            raise HostError(str(exc)) from exc
         return self._track(handle)
 
     async def resume_agent(
