@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import weakref
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, model_validator
 
@@ -30,6 +30,25 @@ class MeterError(ValueError):
 
 
 # -- measurement ------------------------------------------------------------------------------
+
+
+T = TypeVar("T")
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def validate(kind: type[T], raw: object) -> T:
+    """``raw`` validated as ``kind``; the validator is built on first use (too slow for start-up)."""
+    adapter = _ADAPTERS.get(kind)
+    if adapter is None:
+        adapter = _ADAPTERS[kind] = TypeAdapter(kind)
+    return cast(T, adapter.validate_python(raw))
+
+
+def int_map(raw: object) -> dict[str, int]:
+    """A unit's wire view, validated as a mapping of names to integers."""
+    return validate(dict[str, int], raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,10 +324,8 @@ class TokenUsageUnit:
 
     key = "tokenUsage"
     state_version = 2
-    _schema = TypeAdapter(TokenUsageState)
-
     def state_schema(self, raw: object) -> TokenUsageState:
-        return self._schema.validate_python(raw)
+        return validate(TokenUsageState, raw)
 
     def init(self, header: dict[str, Any], inherited_event_count: int) -> TokenUsageState:
         return TokenUsageState()
@@ -343,7 +360,7 @@ class TokenUsageUnit:
             "cacheWriteTokens": write,
         }
 
-    wire = Wire(view=view, view_schema=TypeAdapter(dict[str, int]).validate_python)
+    wire = Wire(view=view, view_schema=int_map)
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,10 +377,8 @@ class ContextPressureUnit:
 
     key = "contextPressure"
     state_version = 5
-    _schema = TypeAdapter(ContextPressureState)
-
     def state_schema(self, raw: object) -> ContextPressureState:
-        return self._schema.validate_python(raw)
+        return validate(ContextPressureState, raw)
 
     def init(self, header: dict[str, Any], inherited_event_count: int) -> ContextPressureState:
         return ContextPressureState()
@@ -403,7 +418,7 @@ class ContextPressureUnit:
             out["projectedTokens"] = max(0, projected)
         return out
 
-    wire = Wire(view=view, view_schema=TypeAdapter(dict[str, int]).validate_python)
+    wire = Wire(view=view, view_schema=int_map)
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,10 +434,8 @@ class ContextBreakdownUnit:
 
     key = "contextBreakdown"
     state_version = 6
-    _schema = TypeAdapter(ContextBreakdownState)
-
     def state_schema(self, raw: object) -> ContextBreakdownState:
-        return self._schema.validate_python(raw)
+        return validate(ContextBreakdownState, raw)
 
     def init(self, header: dict[str, Any], inherited_event_count: int) -> ContextBreakdownState:
         return ContextBreakdownState()
@@ -463,7 +476,7 @@ class ContextBreakdownUnit:
             "messageTokens": state.surface_tokens - system,
         }
 
-    wire = Wire(view=view, view_schema=TypeAdapter(dict[str, int]).validate_python)
+    wire = Wire(view=view, view_schema=int_map)
 
 
 UNITS = (TokenUsageUnit, ContextPressureUnit, ContextBreakdownUnit)
