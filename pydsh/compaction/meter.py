@@ -324,6 +324,7 @@ class TokenUsageUnit:
 
     key = "tokenUsage"
     state_version = 2
+
     def state_schema(self, raw: object) -> TokenUsageState:
         return validate(TokenUsageState, raw)
 
@@ -377,6 +378,7 @@ class ContextPressureUnit:
 
     key = "contextPressure"
     state_version = 5
+
     def state_schema(self, raw: object) -> ContextPressureState:
         return validate(ContextPressureState, raw)
 
@@ -434,6 +436,7 @@ class ContextBreakdownUnit:
 
     key = "contextBreakdown"
     state_version = 6
+
     def state_schema(self, raw: object) -> ContextBreakdownState:
         return validate(ContextBreakdownState, raw)
 
