@@ -83,7 +83,9 @@ async def main() -> None:
     installed_like()
     os.environ.setdefault("DSH_HOME", tempfile.mkdtemp(prefix="pydsh-bench-home-"))
     loop_times = await in_process(7)
-    report("10-step read task, harness time (instant scripted model, fsync checkpoints)", loop_times, "(target < 150 ms)")
+    report(
+        "10-step read task, harness time (instant scripted model, fsync checkpoints)", loop_times, "(target < 150 ms)"
+    )
     print(f"  per step: {statistics.median(loop_times) * 100:.1f} ms")
     report("process start to first model request (pydsh headless, mock server)", await first_request(5))
 

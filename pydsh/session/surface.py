@@ -120,4 +120,3 @@ def _same_but_content(old: dict[str, Any], new: dict[str, Any]) -> bool:
     if any(old[k] != new[k] for k in old if k != "message"):
         return False
     return all(old["message"][k] == new["message"][k] for k in old["message"] if k != "content")
-

@@ -42,7 +42,10 @@ def test_add_run_and_remove_in_a_virtual_environment(tmp_path: Path) -> None:
     added = pydsh("plugin", "--profile", "headless", "add", str(source))
     assert added.returncode == 0, added.stderr
     assert "Successfully installed pydsh-demo-plug-0.1.0" in added.stderr
-    assert added.stdout == 'added bundle "demo-plug" of pydsh-demo-plug to profile "headless"; it takes effect at the next start\n'
+    assert (
+        added.stdout
+        == 'added bundle "demo-plug" of pydsh-demo-plug to profile "headless"; it takes effect at the next start\n'
+    )
     listing = pydsh("plugin", "--profile", "headless", "list")
     assert listing.stdout.splitlines()[-1] == "demo-plug  pydsh-demo-plug 0.1.0  ok"
     run = pydsh("headless", "--patch", str(replay), "hello")
