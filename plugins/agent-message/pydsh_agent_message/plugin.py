@@ -183,6 +183,8 @@ class AgentMessage:
         self.windows: dict[frozenset[str], deque[tuple[float, object]]] = {}
         self.resuming: dict[str, asyncio.Future[AgentHandle]] = {}
         self.retained: dict[str, AgentHandle] = {}
+        self.queues: dict[str, asyncio.Future[None]] = {}
+        """Per target, the newest send in flight: each send delivers after the one before it (call order)."""
 
     # -- shared checks ----------------------------------------------------------------------
 
@@ -268,15 +270,24 @@ class AgentMessage:
             self._check_reply(caller, to, str(reply_to))
         if to in await self._archived():
             raise fail("AGENT_MESSAGE_ARCHIVED", "target session is archived; unarchive it first")
-        await self._check_target(to, mode)
-        slot = self._reserve(caller.id, to)
+        earlier, mine = self.queues.get(to), asyncio.get_running_loop().create_future()
+        self.queues[to] = mine
         try:
-            target = await self._live_target(to)
-            message = await self._relay(caller, to, content, None if reply_to is None else str(reply_to))
-            getattr(target, mode)(message)
-        except BaseException:
-            self._release(caller.id, to, slot)
-            raise
+            await self._check_target(to, mode)
+            slot = self._reserve(caller.id, to)
+            try:
+                target = await self._live_target(to)
+                message = await self._relay(caller, to, content, None if reply_to is None else str(reply_to))
+                if earlier is not None:
+                    await earlier
+                getattr(target, mode)(message)
+            except BaseException:
+                self._release(caller.id, to, slot)
+                raise
+        finally:
+            mine.set_result(None)
+            if self.queues.get(to) is mine:
+                del self.queues[to]
         message_id = str(message["id"])
         self._bookkeep(message_id, Sent(to, int(time.time() * 1000), mode))
         text = (

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydsh import Agent as HostAgent
@@ -251,3 +252,23 @@ async def entered(name: str) -> None:
 
 def release(name: str) -> None:
     gate_event(GATES, name).set()
+
+
+async def wait_file(args: Any, exec: ToolExec) -> str:
+    """Write ``args["ready"]``, then hold the turn open until ``args["release"]`` exists (other processes)."""
+    Path(args["ready"]).write_text("ready")
+    while not Path(args["release"]).exists():
+        await asyncio.sleep(0.01)
+    return "released"
+
+
+def file_gate_plugin(ctx: Context, config: None) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"ready": {"type": "string"}, "release": {"type": "string"}},
+        "required": ["ready", "release"],
+    }
+    ctx.require("tools").register(ctx, ToolDefinition("wait_file", "Waits for a file.", schema, wait_file))
+
+
+file_gate_plugin.inject = ("tools",)  # type: ignore[attr-defined]
