@@ -355,3 +355,30 @@ async def test_16_no_prompt_section_and_no_runtime_context(tmp_path: Path) -> No
             )
             await agent.close()
     assert seen[0] == seen[1]
+
+
+async def test_a_rejection_reaches_the_model_as_an_error_with_its_code() -> None:
+    a = new_id()
+    call = {"name": "send_agent_message", "arguments": {"to": a, "content": "me"}}
+    async with world([[{"tool_calls": [call]}, text("oh")]]) as w:
+        agent_a = await w.root(a)
+        run = await agent_a.run("message yourself")
+        result = next(e for e in run.events if e["type"] == "tool/result")["data"]
+        assert text_of(result["message"]) == "Error: cannot send a message to your own session"
+        assert result["message"]["isError"] is True
+        assert result["error"]["code"] == "AGENT_MESSAGE_SELF"
+
+
+async def test_a_disposed_retained_target_is_resumed_again_by_the_next_send() -> None:
+    async with world([[text("one"), text("two")]]) as w:
+        agent_a = await w.root()
+        c = await w.offline()
+        w.spy_resume()
+        await w.send(agent_a, c, "first")
+        live = w.live(c)
+        await until(lambda: turns(live.session.events) == 1)
+        await live.when_idle()
+        await w.ctx.require("agents").handle(c).dispose()
+        assert w.live(c) is None
+        await w.send(agent_a, c, "second")
+        assert len(w.resumes) == 2 and w.live(c) is not None
