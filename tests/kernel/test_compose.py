@@ -152,12 +152,12 @@ def test_missing_plugin_bundle_degrades_alone(monkeypatch: pytest.MonkeyPatch, t
     directory = ensure_profile("headless")
     text = (directory / "profile.yml").read_text()
     (directory / "profile.yml").write_text(
-        text.replace("bundles: [", "bundles: [agent-message, ") + "plugins: {pydsh-agent-message: [agent-message]}\n"
+        text.replace("bundles: [", "bundles: [absent-plugin, ") + "plugins: {pydsh-absent-plugin: [absent-plugin]}\n"
     )
     comp = compose_profile("headless", [])
     assert comp.warnings == [
-        'bundle "agent-message" skipped: distribution pydsh-agent-message is not installed '
-        "(reinstall it, or run pydsh plugin --profile headless remove pydsh-agent-message)"
+        'bundle "absent-plugin" skipped: distribution pydsh-absent-plugin is not installed '
+        "(reinstall it, or run pydsh plugin --profile headless remove pydsh-absent-plugin)"
     ]
     assert any(r.id == "session" for r in comp.rows)
 
