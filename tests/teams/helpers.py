@@ -1,0 +1,37 @@
+"""Shared helpers for the Agent Teams acceptance tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydsh.session.log import Session
+from tests.subagents.helpers import results
+
+TEAMS = [{"id": "agent-teams", "disabled": False}, {"id": "tool-agent-team", "disabled": False}]
+
+
+def spawn(
+    name: str = "grader", description: str = "grade", prompt: str = "grade the work", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "name": "spawn_teammate",
+        "arguments": {"name": name, "description": description, "prompt": prompt, **extra},
+    }
+
+
+def values(session: Session) -> list[Any]:
+    """Each tool result's value: the parsed JSON, or the ``Error: …`` text."""
+    out: list[Any] = []
+    for result in results(session):
+        text = "".join(b["text"] for b in result["message"]["content"])
+        out.append(text if text.startswith("Error: ") else json.loads(text))
+    return out
+
+
+def codes(session: Session) -> list[str | None]:
+    return [(r.get("error") or {}).get("code") for r in results(session)]
+
+
+def team_records(session: Session, event_type: str = "team/member") -> list[dict[str, Any]]:
+    return [e["data"] for e in session.events if e["type"] == event_type]
