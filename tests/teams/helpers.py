@@ -25,7 +25,7 @@ def values(session: Session) -> list[Any]:
     out: list[Any] = []
     for result in results(session):
         text = "".join(b["text"] for b in result["message"]["content"])
-        out.append(text if text.startswith("Error: ") else json.loads(text))
+        out.append(json.loads(text) if text[:1] in "{[" else text)
     return out
 
 
