@@ -61,6 +61,13 @@ class TeamState:
     messages: dict[str, dict[str, Any]] = field(default_factory=dict)
     failure: str | None = None
 
+    def copy(self) -> TeamState:
+        """A copy sharing the immutable rows (members and task snapshots are replaced, never edited)."""
+        messages = {k: dict(v) for k, v in self.messages.items()}
+        return TeamState(
+            self.team_id, dict(self.members), dict(self.names), dict(self.tasks), self.next_task, messages, self.failure
+        )
+
     def member_named(self, name: str) -> Member | None:
         member_id = self.names.get(name)
         return self.members.get(member_id) if member_id is not None else None
@@ -102,14 +109,10 @@ def _strings(value: object) -> bool:
 
 
 class TeamFold:
-    """Fold unit for one Team over its Lead's session (``session.fold(TeamFold(team_id))``)."""
+    """Applies one record to the state of the Team ``team_id`` (in place; the projection copies first)."""
 
     def __init__(self, team_id: str) -> None:
         self.team_id = team_id
-        self.key = f"agentTeam:{team_id}"
-
-    def init(self) -> TeamState:
-        return TeamState(self.team_id)
 
     def fold(self, state: TeamState, event: Event) -> TeamState:
         etype = event["type"]

@@ -30,7 +30,8 @@ from pydsh.subagents.names import ROOT
 from pydsh.subagents.service import StartRequest, SubagentService
 from pydsh.teams import board
 from pydsh.teams.errors import TeamError
-from pydsh.teams.fold import VERSION, Member, TeamFold, TeamState
+from pydsh.teams.fold import VERSION, Member, TeamState
+from pydsh.teams.projection import TeamUnit
 
 MEMBER_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 NAME_LIMIT = 32
@@ -118,7 +119,7 @@ class AgentTeams:
 
     def state(self, lead: Any) -> TeamState:
         """The Team of ``lead`` folded up to its latest record (may carry a ``failure``)."""
-        folded: TeamState = lead.session.fold(TeamFold(lead.id))
+        folded: TeamState = services.projections(self.ctx).state_of(lead.session, TeamUnit.key)
         return folded
 
     def sound_state(self, lead: Any) -> TeamState:
@@ -526,6 +527,7 @@ inject = ("agents", "sessions", "session_persistence", "session_projections", "s
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``agent_teams``, share the roster names with plain delegations, reconcile Leads at start."""
     teams = AgentTeams(ctx, config)
+    services.projections(ctx).register(ctx, TeamUnit())
     ctx.provide("agent_teams", teams)
     subagents = services.subagents(ctx)
     subagents.sibling_names.append(teams.roster_names)

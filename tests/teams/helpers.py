@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from pydsh.session.log import Session
+from tests.agent.harness import Host
 from tests.subagents.helpers import results
 
 TEAMS = [{"id": "agent-teams", "disabled": False}, {"id": "tool-agent-team", "disabled": False}]
@@ -35,3 +37,20 @@ def codes(session: Session) -> list[str | None]:
 
 def team_records(session: Session, event_type: str = "team/member") -> list[dict[str, Any]]:
     return [e["data"] for e in session.events if e["type"] == event_type]
+
+
+async def quiesce(host: Host, timeout: float = 20.0) -> None:
+    """Wait until no agent works or holds pending input and every activation settled (twice in a row)."""
+    service = host.kernel.ctx.require("subagents")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    calm = 0
+    while loop.time() < deadline:
+        agents = host.agents.all()
+        busy = any(a.status != "idle" or a.inbox.has_pending for a in agents)
+        settling = any(a.settling is not None for a in service.activations.values())
+        calm = 0 if busy or settling else calm + 1
+        if calm >= 3:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("agents did not quiesce")

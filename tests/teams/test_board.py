@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.agent.harness import start_host
-from tests.subagents.helpers import calls, quiesce, tool
-from tests.teams.helpers import TEAMS, codes, spawn, team_records, values
+from tests.subagents.helpers import calls, tool
+from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
 
 
 def create(subject: str, **extra: Any) -> dict[str, Any]:
@@ -133,6 +133,11 @@ async def test_09_overlapping_write_scopes_warn_and_bad_scopes_fail(tmp_path: Pa
         assert got[4]["ownerName"] == "lead"
         assert got[6] == 'Error: invalid workspace-relative write scope "../x"'
         assert codes(lead.session)[6:9] == ["TEAM_INVALID_WRITE_SCOPE"] * 3
+        view = host.kernel.ctx.require("session_projections").snapshot(lead.session, ["agentTeam"])["values"]
+        team = view["agentTeam"]
+        assert team["members"] == [{"id": lead.id, "name": "lead", "role": "lead", "phase": "active"}]
+        assert [t["ownerName"] for t in team["tasks"]] == ["lead", "lead"]
+        assert "failure" not in team
     finally:
         await host.close()
 

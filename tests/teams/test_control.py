@@ -9,8 +9,8 @@ from typing import Any
 from pydsh.teams.service import NO_PROGRESS
 from tests.agent.harness import start_host
 from tests.messaging.test_control_tools import add_wait_tool
-from tests.subagents.helpers import calls, quiesce, tool
-from tests.teams.helpers import TEAMS, codes, spawn, team_records, values
+from tests.subagents.helpers import calls, tool
+from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
 
 EXACT_NO_PROGRESS = (
     "No other Team member is running or provisioning. wait_agent cannot make progress or wake inactive teammates. "
@@ -46,8 +46,14 @@ async def test_11_wait_without_an_active_peer_returns_no_progress(tmp_path: Path
 
 async def test_11_wait_wakes_on_a_team_change(tmp_path: Path) -> None:
     script = [calls(spawn()), calls(tool("wait_agent")), {"text": "done"}] + [{"text": "ack"}] * 3
-    grader = [calls(tool("team_task_create", subject="found", description="a finding")), {"text": "graded"}]
+    grader = [
+        calls(tool("wait_until")),
+        calls(tool("team_task_create", subject="found", description="a finding")),
+        {"text": "graded"},
+    ]
     host = await start_host([script, grader], patches=(TEAMS,))
+    teams = host.kernel.ctx.require("agent_teams")
+    add_wait_tool(host, lambda: any(teams._waiters.values()))
     lead = (await host.create(tmp_path)).agent
     try:
         await host.run(lead, "go")

@@ -10,8 +10,8 @@ from pydsh.session.log import Session
 from pydsh.teams.tools import LEAD_IDENTITY, policy
 from tests.agent.harness import start_host
 from tests.messaging.test_control_tools import snapshot_sections
-from tests.subagents.helpers import calls, quiesce, tool
-from tests.teams.helpers import TEAMS, codes, spawn, team_records, values
+from tests.subagents.helpers import calls, tool
+from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
 
 TEAMMATE_IDENTITY = (
     'You are teammate "grader".\n'

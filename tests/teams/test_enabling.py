@@ -9,8 +9,8 @@ import pytest
 from pydsh.teams.errors import TeamError
 from pydsh.teams.service import Config, limits
 from tests.agent.harness import compose, start_host
-from tests.subagents.helpers import calls, deleg, quiesce
-from tests.teams.helpers import TEAMS
+from tests.subagents.helpers import calls, deleg
+from tests.teams.helpers import TEAMS, quiesce
 
 
 def test_base_ships_both_rows_disabled() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.agent.harness import start_host
-from tests.subagents.helpers import calls, of_type, quiesce, tool
-from tests.teams.helpers import TEAMS, codes, spawn, team_records, values
+from tests.subagents.helpers import calls, of_type, tool
+from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
 
 
 async def test_04_teammate_messages_the_lead(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.agent.harness import start_host
-from tests.subagents.helpers import calls, deleg, of_type, quiesce
-from tests.teams.helpers import TEAMS, codes, spawn, team_records, values
+from tests.subagents.helpers import calls, deleg, of_type
+from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
 
 
 async def test_01_lead_spawns_grader(tmp_path: Path) -> None:
