@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.agent.harness import start_host
+from tests.messaging.test_control_tools import add_wait_tool
 from tests.subagents.helpers import calls, of_type, tool
 from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
 
@@ -108,5 +109,28 @@ async def test_06_oversized_message_to_a_teammate(tmp_path: Path) -> None:
         await quiesce(host)
         assert values(lead.session)[1] == "Error: team message exceeds 65536 bytes"
         assert codes(lead.session)[1] == "TEAM_MESSAGE_TOO_LARGE"
+    finally:
+        await host.close()
+
+
+async def test_05_a_running_teammate_claims_the_message_at_its_next_step(tmp_path: Path) -> None:
+    lead_script = [calls(spawn()), calls(tool("send_message", target="grader", message="steer")), {"text": "sent"}]
+    host = await start_host(
+        [lead_script + [{"text": "ack"}] * 3, [calls(tool("wait_until")), {"text": "steered"}]], patches=(TEAMS,)
+    )
+
+    def steered() -> bool:
+        return any(a.inbox.next_step for a in host.agents.all() if a.session.header.get("parentSession"))
+
+    add_wait_tool(host, steered)
+    lead = (await host.create(tmp_path)).agent
+    try:
+        await host.run(lead, "go")
+        await quiesce(host)
+        child_id = team_records(lead.session)[0]["member"]["id"]
+        events = (await host.kernel.ctx.require("session_query").read_session(child_id))["events"]
+        assert [e["data"]["turn"] for e in events if e["type"] == "turn/start"] == [1]
+        splices = [e for e in events if e["type"] == "agent/inbox/spliced" and e["data"]["target"] == "next-step"]
+        assert splices[0]["data"]["inserted"][0]["content"][1]["text"] == "steer"
     finally:
         await host.close()
