@@ -108,3 +108,32 @@ async def test_03_plain_subagent_names_and_roster_names_share_one_namespace(tmp_
         assert codes(lead.session)[3] == "DUPLICATE_AGENT_NAME"
     finally:
         await host.close()
+
+
+async def test_fork_context_inherits_completed_lead_turns(tmp_path: Path) -> None:
+    host = await start_host(
+        [
+            [{"text": "noted"}, calls(spawn(context="fork")), {"text": "spawned"}] + [{"text": "ack"}] * 2,
+            [{"text": "x"}],
+        ],
+        patches=(TEAMS,),
+    )
+    lead = (await host.create(tmp_path)).agent
+    try:
+        await host.run(lead, "remember 42")
+        await host.run(lead, "now fork")
+        await quiesce(host)
+        member = values(lead.session)[0]["member"]
+        assert (member["context"], member["provider"]) == ("fork", "fork")
+        child_id = team_records(lead.session)[0]["member"]["id"]
+        events = (await host.kernel.ctx.require("session_query").read_session(child_id))["events"]
+        texts = [
+            b.get("text")
+            for e in events
+            if e["type"] == "user/message"
+            for b in e["data"]["content"]
+            if isinstance(b, dict)
+        ]
+        assert "remember 42" in texts
+    finally:
+        await host.close()
