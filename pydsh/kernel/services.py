@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from pydsh.agent.registry import AgentRegistry
     from pydsh.kernel.context import Context
     from pydsh.session.log import SessionStore
+    from pydsh.session.projections import SessionProjections
     from pydsh.subagents.service import SubagentService
 
 
@@ -28,3 +29,8 @@ def sessions(ctx: Context) -> SessionStore:
 def subagents(ctx: Context) -> SubagentService:
     service: SubagentService = ctx.require("subagents")
     return service
+
+
+def projections(ctx: Context) -> SessionProjections:
+    registry: SessionProjections = ctx.require("session_projections")
+    return registry

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,10 @@ class StartRequest:
     max_depth: int | None = None
     agent_options: dict[str, Any] | None = None
     continuable: bool = True
+    child_id: str | None = None
+    """A child id the caller minted (and recorded) beforehand; ``None`` mints one here."""
+    return_guidance: bool = True
+    """Whether the initial prompt carries the 07 §4.4 return guidance (Team members do not)."""
 
 
 @dataclass
@@ -169,6 +173,8 @@ class SubagentService:
         self._slots: dict[str, int] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self.draining = False
+        self.sibling_names: list[Callable[[Any], Iterable[str]]] = []
+        """Extra names a creator's children may not take (a Team Lead's roster, spec 07 §7.2)."""
 
     @property
     def agents(self) -> AgentRegistry:
@@ -280,8 +286,14 @@ class SubagentService:
 
     def reserve(self, parent: Any, requested: str | None) -> Reservation:
         """Reserve a child segment for ``parent`` synchronously (own catalog ∪ live reservations)."""
+        return self.names.reserve(parent.id, self.taken_names(parent), requested)
+
+    def taken_names(self, parent: Any) -> set[str]:
+        """Names of ``parent``'s own catalog plus every extra sibling name (not its live reservations)."""
         taken = {e.name for e in parent.session.fold(CATALOG) if e.version == 3 and e.name}
-        return self.names.reserve(parent.id, taken, requested)
+        for extra in self.sibling_names:
+            taken.update(extra(parent))
+        return taken
 
     # -- creation -------------------------------------------------------------------------------
 
@@ -391,7 +403,9 @@ class SubagentService:
         self, provider: Provider, request: StartRequest, reservation: Reservation, depth: int, root_id: str
     ) -> str:
         parent = request.parent
-        child_id = new_session_id()
+        child_id = request.child_id or new_session_id()
+        if self.sessions.get(child_id) is not None or await self.header_of(child_id) is not None:
+            raise SubagentError(f'subagent "{child_id}" already exists', "DUPLICATE_CHILD")
         cwd = self._child_cwd(parent, request.cwd)
         options = self._child_route(parent, request)
         options = AgentOptions(
@@ -421,7 +435,7 @@ class SubagentService:
         try:
             self.full_names[child_id] = child_full_name(parent_name, reservation.name, child_id)
             blocks = [{"type": "text", "text": request.prompt}]
-            if request.continuable:
+            if request.continuable and request.return_guidance:
                 blocks.append({"type": "text", "text": RETURN_GUIDANCE.format(parent=parent_name)})
             activation = Activation(child_id, parent.id, root_id, provider.name, handle, request.continuable)
             activation.epoch_start = len(child.session.events)
@@ -576,6 +590,18 @@ class SubagentService:
             frontier = {a.child_id for a in children}
         return out
 
+    async def drain_child(self, child_id: str) -> None:
+        """Dispose one resident activation and its descendants (a start that must not stand)."""
+        activation = self.activations.get(child_id)
+        if activation is None:
+            return
+        await self.drain([child_id])
+        if self.activations.get(child_id) is activation:
+            try:
+                await activation.handle.dispose()
+            finally:
+                self._forget(activation, {"stop_reason": "aborted", "content": []})
+
     async def drain(self, agent_ids: Iterable[str] | None = None) -> None:
         """Dispose resident activations (below ``agent_ids``, or all), deepest first."""
         if agent_ids is None:
@@ -614,12 +640,19 @@ class SubagentService:
                 f'subagent "{target_name}" is not a direct child of agent "{await self.full_name(sender.id)}"',
                 "UNAUTHORIZED",
             )
+        message = self._framed(sender, text, await self.full_name(sender.id))
+        await self.deliver(sender, target_id, message)
+        return str(message["id"])
+
+    async def deliver(self, parent: Any, target_id: str, message: dict[str, Any]) -> None:
+        """Steer an already framed ``message`` to ``parent``'s child, cold-resuming it if needed (spec 07 §5.2).
+
+        The caller has authorized the delivery on ``parent``'s authority as the durable direct parent.
+        """
         activation = await self._resident(target_id)
         if activation is None:
-            activation = await self._cold_resume(sender, target_id, target_name)
-        message = self._framed(sender, text, await self.full_name(sender.id))
+            activation = await self._cold_resume(parent, target_id, await self.full_name(target_id))
         activation.agent.steer(message)
-        return str(message["id"])
 
     def _framed(self, sender: Any, text: str, sender_name: str) -> dict[str, Any]:
         source = {"kind": "agent-message", "form": "relay", "senderSessionId": sender.id}
