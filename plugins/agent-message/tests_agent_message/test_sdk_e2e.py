@@ -14,7 +14,7 @@ import pytest
 
 from pydsh.testing import scripted_patch
 
-from .world import HERE, PLUGIN, new_id
+from .world import HERE, PLUGIN, new_id, relay_text, tool
 
 deepseek_harness = pytest.importorskip("deepseek_harness")
 
@@ -23,10 +23,6 @@ REPO = PLUGIN_DIR.parents[1]
 PYDSH = str(Path(sys.executable).parent / "pydsh")
 MESSAGE_ID = "{{fromRequest:as message ([0-9a-f-]{36})}}"
 RECEIVED_ID = "{{fromRequest:dsh-agent-message\\nrelay\\n[^\\n]*\\n[^\\n]*\\n[^\\n]*\\nuser\\n([0-9a-f-]{36})}}"
-
-
-def tool(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 def metas_of(result: Any, name: str) -> list[dict[str, Any]]:
@@ -39,12 +35,6 @@ def metas_of(result: Any, name: str) -> list[dict[str, Any]]:
 def meta_of(result: Any, name: str) -> dict[str, Any]:
     """The presentation meta of the run's (last) ``name`` tool result."""
     return metas_of(result, name)[-1]
-
-
-def relay_text(sender: str, content: str) -> list[dict[str, Any]]:
-    """The exact content of a relay message from ``sender`` (09 §4.1)."""
-    header = f'<dsh-agent-message>{{"senderSessionId":"{sender}"}}</dsh-agent-message>'
-    return [{"type": "text", "text": f"{header}\n\n{content}"}]
 
 
 def turn_user_message(events: list[dict[str, Any]], turn: int) -> dict[str, Any]:
