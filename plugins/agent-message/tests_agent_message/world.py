@@ -77,6 +77,17 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+def tool(name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted model step that calls one tool."""
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def relay_text(sender: str, content: str) -> list[dict[str, Any]]:
+    """The exact content of a relay message from ``sender`` (09 §4.1)."""
+    header = f'<dsh-agent-message>{{"senderSessionId":"{sender}"}}</dsh-agent-message>'
+    return [{"type": "text", "text": f"{header}\n\n{content}"}]
+
+
 @dataclass
 class World:
     """One host and its sessions; tools are called the way the loop calls them (exec.agent = caller)."""
