@@ -116,6 +116,20 @@ def config_default(config: Config) -> Route | None:
         return None
 
 
+def team_default(entry: TeamEntry, configured: Route | None) -> Route | None:
+    """The Team default in force: the stored one (``None`` once cleared), else the configured one."""
+    return entry.default if entry.has_default else configured
+
+
+def precedence(entry: TeamEntry, configured: Route | None, name: str) -> tuple[Route | None, str]:
+    """The selected route (``None`` = base) and its source: override > Team default > base (B.6)."""
+    override = entry.overrides.get(name)
+    if override is not None:
+        return override, "override"
+    default = team_default(entry, configured)
+    return (default, "team-default") if default is not None else (None, "base")
+
+
 @dataclass
 class Installed:
     """One live teammate's selection and its place in a Team."""
@@ -139,21 +153,29 @@ class TeamModels:
         self.store.load()
         self.default = config_default(config)
         self.live: dict[str, Installed] = {}
+        self._warn_unknown_providers()
+
+    def _warn_unknown_providers(self) -> None:
+        """Stored routes naming a provider without an adapter are kept (nothing is lost) but named once."""
+        for team_id, entry in self.store.teams.items():
+            routes = [("default", entry.default), *((f"member {n} override", r) for n, r in entry.overrides.items())]
+            for where, route in routes:
+                if route is not None and not self.llm.has_adapter(route.provider):
+                    log.warning(
+                        'team-models: team %s %s names provider "%s", which has no adapter; its requests fail '
+                        "until it is reset",
+                        team_id,
+                        where,
+                        route.provider,
+                    )
 
     # -- precedence -----------------------------------------------------------------------------
 
     def team_default(self, team_id: str) -> Route | None:
-        """The Team default in force: the stored one (``None`` once cleared), else the configured one."""
-        entry = self.store.team(team_id)
-        return entry.default if entry.has_default else self.default
+        return team_default(self.store.team(team_id), self.default)
 
     def effective(self, team_id: str, name: str) -> tuple[Route | None, str]:
-        """The selected route (``None`` = base) and its source, override > Team default > base (B.6)."""
-        override = self.store.team(team_id).overrides.get(name)
-        if override is not None:
-            return override, "override"
-        default = self.team_default(team_id)
-        return (default, "team-default") if default is not None else (None, "base")
+        return precedence(self.store.team(team_id), self.default, name)
 
     def _selected(self, installed: Installed) -> Route | None:
         """The route to select: the effective one, or the agent's own route when the log shows another one."""
