@@ -77,12 +77,13 @@ def encode(teams: dict[str, TeamEntry]) -> str:
     return json.dumps({"version": VERSION, "teams": body}, indent=2, ensure_ascii=False) + "\n"
 
 
-def decode(raw: dict[str, Any]) -> dict[str, TeamEntry]:
-    """The valid entries of a well-formed file; each invalid entry is dropped with a warning naming it."""
+def decode(raw: dict[str, Any], *, warn: bool = True) -> dict[str, TeamEntry]:
+    """The valid entries of a well-formed file; each invalid entry is dropped (with a warning naming it)."""
+    report = log.warning if warn else log.debug
     teams: dict[str, TeamEntry] = {}
     for team_id, team in raw["teams"].items():
         if not team_id.strip() or not isinstance(team, dict):
-            log.warning("team-models: dropped team %r: not a non-empty team id with an object", team_id)
+            report("team-models: dropped team %r: not a non-empty team id with an object", team_id)
             continue
         entry = TeamEntry()
         if "default" in team:
@@ -91,17 +92,17 @@ def decode(raw: dict[str, Any]) -> dict[str, TeamEntry]:
                 entry.has_default = True
                 entry.default = None if team["default"] is None else route_of(team["default"])
             else:
-                log.warning("team-models: dropped team %s default: route %s", team_id, problem)
+                report("team-models: dropped team %s default: route %s", team_id, problem)
         overrides = team.get("overrides", {})
         if not isinstance(overrides, dict):
-            log.warning("team-models: dropped team %s overrides: not an object", team_id)
+            report("team-models: dropped team %s overrides: not an object", team_id)
             overrides = {}
         for name, route in overrides.items():
             problem = route_problem(route)
             if problem is None:
                 entry.overrides[name] = route_of(route)
             else:
-                log.warning("team-models: dropped team %s member %s override: route %s", team_id, name, problem)
+                report("team-models: dropped team %s member %s override: route %s", team_id, name, problem)
         teams[team_id] = entry
     return teams
 
@@ -152,19 +153,30 @@ class StateStore:
     async def commit(self, team_id: str, entry: TeamEntry) -> None:
         """Write the state with ``entry`` for ``team_id``, then swap it in (``StorageError`` leaves memory as is)."""
         async with self.lock:
-            new = {**self.teams, team_id: entry}
             try:
-                self._write(encode(new))
+                self.teams = self._write(team_id, entry)
             except OSError as exc:
                 raise StorageError(str(exc)) from exc
-            self.teams = new
 
-    def _write(self, text: str) -> None:
+    def _on_disk(self) -> dict[str, TeamEntry]:
+        """The Teams another process sharing the file may have written since we loaded (ours if unreadable)."""
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return self.teams
+        if isinstance(raw, dict) and raw.get("version") == VERSION and isinstance(raw.get("teams"), dict):
+            return decode(raw, warn=False)
+        return self.teams
+
+    def _write(self, team_id: str, entry: TeamEntry) -> dict[str, TeamEntry]:
+        """Under the file lock: merge ``entry`` into the Teams on disk, replace the file, return the new state."""
         directory = self.path.parent
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         temp = directory / f"{self.path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
         with open(directory / f"{self.path.name}.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            new = {**self._on_disk(), team_id: entry}
+            text = encode(new)
             try:
                 with open(temp, "w", encoding="utf-8") as out:
                     out.write(text)
@@ -176,6 +188,7 @@ class StateStore:
                     temp.unlink()
                 raise
         self._sync_directory(directory)
+        return new
 
     @staticmethod
     def _sync_directory(directory: Path) -> None:
