@@ -189,7 +189,7 @@ class TeamModels:
         logged = header["config"]
         if (logged.get("provider"), logged.get("model")) == (options.provider, options.model):
             return None
-        return Route(options.provider, options.model, options.reasoning_effort)
+        return Route(options.provider, options.model, options.reasoning_effort or None)
 
     def refresh(self, team_id: str) -> None:
         for installed in self.live.values():
