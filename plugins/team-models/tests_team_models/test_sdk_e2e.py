@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from tests.apps.plugin_dist import make_venv
-from tests.sdk.conftest import ThreadedMock
 
 deepseek_harness = pytest.importorskip("deepseek_harness", reason="the published SDK client is not installed")
+
+from tests.sdk.conftest import ThreadedMock  # noqa: E402  (that rig imports the published client too)
 
 PLUGIN_DIR = Path(__file__).resolve().parents[1]
 REPO = PLUGIN_DIR.parents[1]
