@@ -30,6 +30,7 @@ METHODS = (
 )
 NOTIFICATIONS = ("session.event", "session.status", "subagent.started", "subagent.finished")
 DELTA_NOTIFICATION = "pydsh.session.delta"
+TEAM_NOTIFICATION = "pydsh.team"
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -148,6 +149,7 @@ class InitializeParams(_Params):
     reasoningEffort: str | None = None
     maxTokens: int | None = None
     deltas: bool = False
+    team: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -172,6 +174,7 @@ class InitializeParams(_Params):
             "reasoningEffort": raw.get("reasoningEffort"),
             "maxTokens": max_tokens,
             "deltas": isinstance(extensions, dict) and extensions.get("deltas") is True,
+            "team": isinstance(extensions, dict) and extensions.get("team") is True,
         }
 
 

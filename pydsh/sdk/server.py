@@ -33,6 +33,7 @@ from pydsh.sdk.protocol import (
     DELTA_NOTIFICATION,
     INTERNAL_ERROR,
     SERVER_INFO,
+    TEAM_NOTIFICATION,
     InitializeParams,
     LineSplitter,
     PromptParams,
@@ -50,6 +51,8 @@ from pydsh.session.events import Event
 from pydsh.session.ids import session_id_problem
 from pydsh.session.log import Session, SessionStore
 from pydsh.session.persistence.base import SessionPersistence
+from pydsh.teams.errors import TeamError
+from pydsh.teams.service import ROUTES_CHANGED
 
 log = logging.getLogger("pydsh.sdk")
 
@@ -316,6 +319,7 @@ class SdkServer:
         self.out = channel.writer
         self._defaults: Defaults | None = None
         self._deltas = False
+        self._team = False
         self._sessions: dict[str, OpenSession] = {}
         self._opening: dict[str, asyncio.Task[OpenSession]] = {}
         self._admission = AdmissionLocks()
@@ -343,6 +347,7 @@ class SdkServer:
             ctx.on("agent/error", self._on_error),
             ctx.on("agent/assistant-stream", self._on_stream),
             ctx.on("subagent/end", self._on_subagent_end),
+            ctx.on(ROUTES_CHANGED, self._send_team),
             ctx.on("llm/stream", self._pace_stream, prepend=True),
         ]
 
@@ -440,10 +445,28 @@ class SdkServer:
     def _on_session_event(self, session: Session, event: Event) -> None:
         self._announce(session)
         self._notify("session.event", {"sessionId": session.id, "event": event})
+        if event["type"].startswith("team/"):
+            self._send_team(session.id)
         if event["type"] == "turn/end":
             entry = self._sessions.get(session.id)
             if entry is not None and entry.failure is not None and event["seq"] >= entry.failure[0]:
                 entry.failure = None
+
+    def _send_team(self, lead_id: str) -> None:
+        """``pydsh.team`` on opt-in: the roster a live Lead's ``list_agents`` shows, routes included."""
+        teams = self.ctx.get("agent_teams")
+        lead = self.agents.get(lead_id)
+        if not self._team or teams is None or lead is None:
+            return
+        membership = teams.try_membership(lead)
+        if membership is None or membership.role != "lead":
+            return
+        try:
+            members = teams.roster(lead)
+        except TeamError:
+            log.debug("no pydsh.team for %s: its Team failed to rebuild", lead_id)
+            return
+        self._notify(TEAM_NOTIFICATION, {"sessionId": lead_id, "members": members})
 
     def _on_session_created(self, session: Session) -> None:
         self._announce(session)
@@ -539,8 +562,8 @@ class SdkServer:
             reasoning_effort=params.reasoningEffort,
         )
         self._defaults = Defaults(os.path.abspath(params.cwd), options)
-        self._deltas = params.deltas
-        extensions = ["deltas"] if params.deltas else []
+        self._deltas, self._team = params.deltas, params.team
+        extensions = [name for name, on in (("deltas", params.deltas), ("team", params.team)) if on]
         return {"serverInfo": dict(SERVER_INFO), "pydsh": {"version": __version__, "extensions": extensions}}
 
     async def _ensure_adapter(self, provider: str) -> None:

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -23,6 +23,7 @@ from pydsh.agent.registry import AgentRegistry
 from pydsh.kernel import services
 from pydsh.kernel.cancel import AbortSignal
 from pydsh.kernel.context import Context
+from pydsh.kernel.events import define_event
 from pydsh.session.errors import SessionError
 from pydsh.session.events import Event
 from pydsh.session.log import Session, new_session_id
@@ -62,6 +63,22 @@ def limits(config: Config) -> Config:
         if type(value) is not int or not 0 < value <= SAFE_INTEGER:
             raise TeamError(f"{field} must be a positive safe integer", "TEAM_INVALID_CONFIG")
     return config
+
+
+ROUTES_CHANGED = "team/routes-changed"
+define_event(ROUTES_CHANGED, "emit")
+
+
+class TeamRoutes(Protocol):
+    """The optional ``team_routes`` service: a teammate's selected route and its source.
+
+    A plugin that selects teammate routes provides it; ``list_agents`` then adds ``route`` and
+    ``routeSource`` to each teammate row, and the provider emits ``team/routes-changed`` (Team id).
+    """
+
+    def route(self, team_id: str, name: str) -> tuple[dict[str, str] | None, str]:
+        """``(route, source)``; ``route`` is ``None`` when the teammate runs on its base route."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -307,6 +324,11 @@ class AgentTeams:
         model = self._model(live if live is not None else lead)
         if model:
             view["model"] = model
+        routes: TeamRoutes | None = self.ctx.get("team_routes")
+        if routes is not None:
+            route, source = routes.route(lead.id, member.name)
+            view["route"] = route if route is not None else self._route(live if live is not None else lead)
+            view["routeSource"] = source
         view["diagnostics"] = [member.error] if member.error else []
         return view
 
@@ -326,6 +348,11 @@ class AgentTeams:
         from pydsh.agent.loop import route_of
 
         return route_of(self.ctx, agent).get("model") or None
+
+    def _route(self, agent: Any) -> dict[str, str]:
+        from pydsh.agent.loop import route_of
+
+        return route_of(self.ctx, agent)
 
     def roster(self, caller: Any) -> list[dict[str, Any]]:
         """``list_agents``: the Lead row, then teammates in creation order."""

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from pydsh.agent import ModelSelection, Route, install_model_selection
 from pydsh.kernel.compose import dsh_home
 from pydsh.kernel.context import Context
-from pydsh.teams.service import AgentTeams, Membership
+from pydsh.teams.service import ROUTES_CHANGED, AgentTeams, Membership
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
 from pydsh_team_models.state import StateStore, StorageError, TeamEntry, route_json
 
@@ -177,6 +177,11 @@ class TeamModels:
     def effective(self, team_id: str, name: str) -> tuple[Route | None, str]:
         return precedence(self.store.team(team_id), self.default, name)
 
+    def route(self, team_id: str, name: str) -> tuple[dict[str, str] | None, str]:
+        """The ``team_routes`` service: the selected route (``None`` = base) and its source."""
+        route, source = self.effective(team_id, name)
+        return (route_json(route) if route is not None else None), source
+
     def _selected(self, installed: Installed) -> Route | None:
         """The route to select: the effective one, or the agent's own route when the log shows another one."""
         route, _ = self.effective(installed.team_id, installed.name)
@@ -251,6 +256,7 @@ class TeamModels:
             raise fail("TEAM_MODEL_STORAGE", f"could not save team model state: {exc}") from None
         self.refresh(team_id)
         self._echo(team_id)
+        self.ctx.emit(ROUTES_CHANGED, team_id)
 
     def _echo(self, team_id: str) -> None:
         """B.8: append ``model/selection`` to live teammates whose route is selected; failures are only logged."""
@@ -373,6 +379,7 @@ inject = ("agent_teams", "agents", "llm", "session_query", "tools")
 def apply(ctx: Context, config: Config) -> None:
     """Mount the tools in each Team member's scope and a selection on each teammate, as agents are created."""
     plugin = TeamModels(ctx, config)
+    ctx.provide("team_routes", plugin)
     tools = ctx.require("tools")
 
     def mount(agent: Any) -> None:
