@@ -3,51 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from pydsh.kernel import invariants
+from pydsh.testing.fixtures import Violations, isolated_home, violations
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path_factory.mktemp("dsh-home")
-    monkeypatch.setenv("DSH_HOME", str(home))
-    monkeypatch.setenv("PYDSH_INVARIANTS", "true")
-    for name in ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "DSH_PERMISSION_MODE", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    return home
-
-
-class Violations:
-    """Invariant violations seen during one test: in this process and in the report its children write."""
-
-    def __init__(self, report: Path) -> None:
-        self.report = report
-
-    def take(self) -> list[str]:
-        """Every violation seen since the last call (each once), oldest first; forgets them."""
-        seen = [str(e) for e in invariants.drain()]
-        if self.report.exists():
-            seen += [line for line in self.report.read_text().splitlines() if line not in seen]
-            self.report.unlink()
-        return seen
-
-
-@pytest.fixture(autouse=True)
-def violations(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Violations]:
-    """Fail the test when a companion saw a violation it did not take (spec 01 §9)."""
-    found = Violations(tmp_path_factory.mktemp("invariants") / "violations.txt")
-    monkeypatch.setenv("PYDSH_INVARIANTS_REPORT", str(found.report))
-    invariants.drain()
-    yield found
-    left = found.take()
-    assert not left, "invariant violations: " + "; ".join(left)
+__all__ = ["FIXTURES", "Violations", "golden_rows", "isolated_home", "violations"]
 
 
 def golden_rows() -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -10,8 +10,8 @@ import pytest
 from pydsh.agent.agent import user_message
 from pydsh.kernel.invariants import InvariantError
 from pydsh.session.events import FrozenDict
+from pydsh.testing.fixtures import Violations
 from tests.agent.harness import start_host, types
-from tests.conftest import Violations
 
 
 async def test_a_request_changed_after_it_was_built_is_a_violation_not_a_model_failure(

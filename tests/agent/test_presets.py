@@ -13,9 +13,9 @@ from pydsh.agent.presets import AgentPresets, RemoteError, preset_setup, resolve
 from pydsh.kernel.compose import resolve_rows
 from pydsh.kernel.fiber import ACTIVE, DISPOSED
 from pydsh.kernel.invariants import InvariantError
+from pydsh.testing.fixtures import Violations
 from tests.agent.harness import Host, compose, start_host, types
 from tests.agent.preset_plugins import LATE, Widget
-from tests.conftest import Violations
 from tests.subagents.helpers import calls, deleg, quiesce
 
 ROSTER = ("base", "presets")

@@ -22,7 +22,7 @@ import yaml
 from pydsh.kernel import Context, Kernel, define_event, invariants
 from pydsh.kernel.compose import Row
 from pydsh.kernel.invariants import Config, InvariantError, Invariants
-from tests.conftest import Violations
+from pydsh.testing.fixtures import Violations
 
 REPO = Path(__file__).resolve().parents[2]
 
