@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydsh import __version__
+
+if TYPE_CHECKING:
+    from pydsh.kernel.errors import KernelError
+    from pydsh.kernel.profiles import ProfileError
 
 HELP = """\
 Usage: pydsh [--profile] <name> [--patch <path>]... [--dump-config[=resolved]] [app-args...]
@@ -120,6 +125,17 @@ def _main(argv: list[str]) -> int:
     return run_profile(launch)
 
 
+def start_up_failed(exc: ProfileError | KernelError) -> int:
+    """Print a profile or composition error as its one line; the exit code it calls for."""
+    from pydsh.kernel.profiles import ProfileError
+
+    if isinstance(exc, ProfileError):
+        print(exc, file=sys.stderr)
+        return exc.exit_code
+    print(f"pydsh: {exc.detail}", file=sys.stderr)
+    return 2
+
+
 def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
     """Compose ``launch.profile`` and run its app with the app arguments."""
     from pydsh.kernel.compose import resolve_rows
@@ -140,12 +156,8 @@ def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
 
             sys.stdout.write(Composition(rows=rows).dump())
             return 0
-    except ProfileError as exc:
-        print(exc, file=sys.stderr)
-        return exc.exit_code
-    except KernelError as exc:
-        print(f"pydsh: {exc.detail}", file=sys.stderr)
-        return 2
+    except (ProfileError, KernelError) as exc:
+        return start_up_failed(exc)
     from pydsh.apps.host import run_app
 
     return run_app(launch.profile, rows, launch.app_args)

@@ -100,6 +100,7 @@ def parse(argv: list[str]) -> PluginCommand | None:
 
 def run_plugin(argv: list[str]) -> int:
     """Entry of ``pydsh plugin ...``; returns the exit code."""
+    from pydsh.apps.cli import start_up_failed
     from pydsh.kernel.errors import KernelError
     from pydsh.kernel.profiles import ProfileError
 
@@ -116,12 +117,8 @@ def run_plugin(argv: list[str]) -> int:
     except PluginCommandError as exc:
         print(exc, file=sys.stderr)
         return exc.exit_code
-    except ProfileError as exc:
-        print(exc, file=sys.stderr)
-        return exc.exit_code
-    except KernelError as exc:
-        print(f"pydsh: {exc.detail}", file=sys.stderr)
-        return 2
+    except (ProfileError, KernelError) as exc:
+        return start_up_failed(exc)
 
 
 # -- pip -------------------------------------------------------------------------------------
