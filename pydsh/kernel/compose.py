@@ -151,7 +151,7 @@ def parse_row(raw: object, where: str, includes: IncludeResolver) -> list[Row]:
 
 def _set_fields(row: Row, raw: dict[str, Any], where: str) -> None:
     if "disabled" in raw:
-        value = raw["disabled"]
+        value = False if raw["disabled"] is None else raw["disabled"]
         if not isinstance(value, (bool, str)):
             raise fail(where, f'row "{row.id}": disabled must be a boolean or a ${{…}} string')
         row.disabled = value
@@ -282,9 +282,13 @@ class Composition:
                 raise fail(where, f"patch operation needs insert or id: {_brief(op)}")
 
     def _insert(self, op: dict[str, Any], where: str) -> None:
-        extra = set(op) - {"insert", "before", "after", "into"}
+        extra = set(op) - {"insert", "before", "after", "into", "id"}
         if extra:
             raise fail(where, f"insert operation has unknown key(s) {sorted(extra)}")
+        if "id" in op:
+            if "into" in op:
+                raise fail(where, "an insert operation takes into or id (DeepSeek Harness's spelling), not both")
+            op = {**op, "into": op["id"]}
         rows = parse_rows(op["insert"], where, self.includes)
         taken = {r.id for _h, r in walk(self.rows)}
         for _h, new in walk(rows):

@@ -165,6 +165,15 @@ def test_a_patch_replaces_the_whole_config_as_the_reference_does() -> None:
     )
 
 
+def test_the_reference_s_insert_into_a_group_by_id_and_null_disabled() -> None:
+    comp = Composition()
+    comp.apply_patch(load_yaml("- insert: [{id: g, name: 'pydsh:group', config: [{id: a, name: p}]}]", "l0"), "l0")
+    comp.apply_patch(load_yaml("- insert: [{id: b, name: p, disabled: null}]\n  id: g", "l1"), "l1")
+    assert [(r.id, r.disabled) for r in comp.rows[0].children] == [("a", False), ("b", False)]
+    with pytest.raises(KernelError, match="takes into or id"):
+        comp.apply_patch(load_yaml("- insert: [{id: c, name: p}]\n  id: g\n  into: g", "l2"), "l2")
+
+
 @pytest.mark.parametrize(
     ("expression", "form"),
     [
