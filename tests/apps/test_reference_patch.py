@@ -1,17 +1,50 @@
-"""A profile patch written for DeepSeek Harness starts ``pydsh headless`` (spec 01 §7, §8, §11)."""
+"""A profile patch written for DeepSeek Harness starts ``pydsh headless`` (spec 01 §7, §8, §11).
+
+With ``PYDSH_REFERENCE_DSH`` pointing at the reference executable, a second check shows the same
+fixture composes in the reference too.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import yaml
 
 from pydsh.testing.mock_model_server import MockModelServer
 
 REPO = Path(__file__).resolve().parents[2]
 PATCH = REPO / "tests" / "fixtures" / "reference-patch.yml"
+REFERENCE = os.environ.get("PYDSH_REFERENCE_DSH", "")
+
+
+class JsAsText(yaml.SafeLoader):
+    """Reads the reference's ``!!js`` values as their source text."""
+
+
+JsAsText.add_constructor("tag:yaml.org,2002:js", lambda loader, node: loader.construct_scalar(node))
+
+
+@pytest.mark.skipif(not REFERENCE, reason="PYDSH_REFERENCE_DSH is not set")
+def test_the_fixture_is_a_patch_the_reference_composes(tmp_path: Path) -> None:
+    env = {**os.environ, "DSH_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [REFERENCE, "--profile", "sdk", "--patch", str(PATCH), "--dump-config"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {row["id"]: row for row in yaml.load(done.stdout, Loader=JsAsText)}
+    assert rows["session-persistence-jsonl"]["config"]["compression"] == "zstd"
+    assert rows["session-stats"]["name"] == "@deepseek-ai/dsh-session-stats"
 
 
 async def test_a_reference_patch_starts_headless_and_takes_effect(tmp_path: Path) -> None:
