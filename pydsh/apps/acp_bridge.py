@@ -334,7 +334,14 @@ class Bridge:
 
     async def _adopt(self, handle: AgentHandle, selection: Selection | None) -> BridgeSession:
         """Own a freshly opened agent: route selection, delivery queue, durable log; undone on failure."""
-        entry = BridgeSession(handle, selection, DeliveryQueue(self._sender(handle.agent.id), self._delivery_failed))
+        sessions = self.sessions
+        session_id = handle.agent.id
+
+        def failed(item: Delivery, exc: Exception) -> None:
+            owner = sessions.get(session_id)
+            self._delivery_failed(owner.prompt if owner is not None and item.assistant else None, exc)
+
+        entry = BridgeSession(handle, selection, DeliveryQueue(self._sender(session_id), failed))
         try:
             install_model_selection(handle.agent.ctx, entry.model_selection, owner=self.ctx)
             await services.sessions(self.ctx).flush(handle.agent.session)
@@ -604,7 +611,10 @@ class Bridge:
 
         return send
 
-    def _delivery_failed(self, item: Delivery, exc: Exception) -> None:
+    def _delivery_failed(self, prompt: PromptState | None, exc: Exception) -> None:
+        """A failed update: assistant output fails the settling prompt; anything else is logged and skipped."""
+        if prompt is not None and prompt.delivery_failure is None:
+            prompt.delivery_failure = _detail(exc)
         if self.disposed:
             log.debug("dropped an ACP update after the connection closed: %s", exc)
             return
@@ -636,9 +646,7 @@ class Bridge:
             for update in assistant_updates(event):
                 entry.queue.put(update, assistant=True)
         except Exception as exc:
-            if entry.prompt is not None:
-                entry.prompt.delivery_failure = _detail(exc)
-            log.warning("converting assistant output to ACP failed: %s", _detail(exc))
+            self._delivery_failed(entry.prompt, exc)
             return
         context = session.request_context() or {}
         window = context.get("contextWindow")

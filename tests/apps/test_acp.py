@@ -213,6 +213,30 @@ async def test_text_turn_updates_arrive_before_end_turn(tmp_path: Path, workspac
         assert b.client.frames[-1]["result"] == {"stopReason": "end_turn"}
 
 
+async def test_prompt_content_admission(tmp_path: Path, workspace: Path) -> None:
+    async with bridge(tmp_path, [{"text": "seen"}]) as b:
+        sid = await b.session(workspace)
+        cases = [
+            (acp.image_block("aGk=", "image/png"), "inline image prompts were not advertised by this connection"),
+            (acp.audio_block("aGk=", "audio/wav"), "audio prompt content is not supported"),
+            (
+                acp.resource_block(acp.embedded_text_resource("file:///a", "x")),
+                "embedded resource prompt content is not supported",
+            ),
+        ]
+        for block, detail in cases:
+            assert await rejected(b.conn.prompt(session_id=sid, prompt=[acp.text_block("look"), block])) == detail
+        for empty in ([], [acp.text_block("  \n ")]):
+            assert await rejected(b.conn.prompt(session_id=sid, prompt=empty)) == "empty prompt"
+        link = acp.resource_link_block(name='a "b"', uri="file:///x.py")
+        blocks = [acp.text_block("see"), link, acp.text_block("now")]
+        assert (await b.conn.prompt(session_id=sid, prompt=blocks)).stop_reason == "end_turn"
+    prompts = [e["data"] for e in logged(sid) if e["type"] == "user/message" and e["data"]["source"]["kind"] == "user"]
+    assert [p["content"] for p in prompts] == [
+        [{"type": "text", "text": 'see\n[resource_link name="a \\"b\\"" uri="file:///x.py"]\nnow'}]
+    ]
+
+
 # -- A.10 (4) --------------------------------------------------------------------------------
 
 
