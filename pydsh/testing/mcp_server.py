@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import sys
@@ -78,10 +79,19 @@ class Behaviour:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.tools = [dict(t) for t in BASE_TOOLS]
+        self.listed = asyncio.Event()
         if args.duplicate:
             self.tools.append(dict(BASE_TOOLS[0]))
 
+    async def announce(self, session: Any) -> None:
+        """Send ``list_changed`` and answer only once the client listed again (or 5 s passed)."""
+        self.listed.clear()
+        await session.send_tool_list_changed()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.listed.wait(), 5)
+
     def listing(self, cursor: str | None) -> dict[str, Any]:
+        self.listed.set()
         fail = self.args.fail_list_if_exists
         if fail and os.path.exists(fail):
             raise RuntimeError("tool listing refused")
@@ -123,12 +133,11 @@ class Behaviour:
         if name == "toggle":
             present = any(t["name"] == "extra" for t in self.tools)
             self.tools = [t for t in self.tools if t["name"] != "extra"] if present else [*self.tools, EXTRA]
-            await session.send_tool_list_changed()
+            await self.announce(session)
             return _text("removed extra" if present else "added extra")
         if name == "vanish":
             self.tools = [t for t in self.tools if t["name"] != "vanish"]
-            await session.send_tool_list_changed()
-            await asyncio.sleep(0.2)
+            await self.announce(session)
             return _text("gone")
         if name == "structured":
             return {"content": [{"type": "text", "text": "n is 3"}], "structuredContent": {"n": 3}}

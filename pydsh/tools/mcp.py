@@ -42,6 +42,8 @@ MAX_TOOL_NAME = 64
 MCP_SERVERS_ORDER = 3100
 INSTALL_HINT = "pip install 'pydsh[mcp]'"
 CLOSE_CONFIRM_S = 5.0
+REQUEST_TIMEOUT_S = 30.0
+"""Bound of ``initialize`` and each ``tools/list`` page (calls use ``toolCallTimeoutMs``)."""
 MAX_LIST_PAGES = 1000
 STDERR_LINE_LIMIT = 4096
 
@@ -107,7 +109,7 @@ _STDIO_KEYS = frozenset({"command", "args", "env", "cwd"})
 _HTTP_KEYS = frozenset({"url", "headers"})
 
 
-class Config(BaseModel):
+class McpServerConfig(BaseModel):
     """One MCP server (spec 11 §B.1)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -125,7 +127,7 @@ class Config(BaseModel):
     reconnect: ReconnectConfig = ReconnectConfig()
 
     @model_validator(mode="after")
-    def _transport_keys(self) -> Config:
+    def _transport_keys(self) -> McpServerConfig:
         stdio = self.transport == "stdio"
         foreign = sorted(self.model_fields_set & (_HTTP_KEYS if stdio else _STDIO_KEYS))
         if foreign:
@@ -137,12 +139,12 @@ class Config(BaseModel):
         return self
 
 
-def parse_config(spec: Config | Mapping[str, Any]) -> Config:
-    """``spec`` as a validated :class:`Config`; problems raise :class:`McpConfigError`."""
-    if isinstance(spec, Config):
+def parse_config(spec: McpServerConfig | Mapping[str, Any]) -> McpServerConfig:
+    """``spec`` as a validated :class:`McpServerConfig`; problems raise :class:`McpConfigError`."""
+    if isinstance(spec, McpServerConfig):
         return spec
     try:
-        return Config.model_validate(dict(spec))
+        return McpServerConfig.model_validate(dict(spec))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}" for err in exc.errors()
@@ -223,13 +225,20 @@ _LIVE: weakref.WeakKeyDictionary[object, dict[tuple[int, str], McpServer]] = wea
 
 
 class McpServer:
-    """One configured server: its connection task, its registered tools and its instructions section."""
+    """One configured server: its connection task, its registered tools and its instructions section.
 
-    def __init__(self, ctx: Context, config: Config, *, cwd: str | None = None) -> None:
+    Also the ``mcp-client`` plugin (class form): the row's fiber instance is its server.
+    """
+
+    inject = ("tools",)
+    optional = ("system_prompt",)
+    Config = McpServerConfig
+
+    def __init__(self, ctx: Context, config: McpServerConfig, *, cwd: str | None = None) -> None:
         self.ctx = ctx
         self.config = config
-        self.name = config.serverName
-        self.label = f"mcp-client({self.name})"
+        self.server_name = config.serverName
+        self.label = f"mcp-client({self.server_name})"
         self.cwd = config.cwd or cwd or os.getcwd()
         self.tools: list[ListedTool] = []
         self.instructions: str | None = None
@@ -241,24 +250,28 @@ class McpServer:
         self._stop = asyncio.Event()
         self._first: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
-        self._key = (id(ctx.scope), self.name)
+        self._key = (id(ctx.scope), self.server_name)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Claim the name, register the instructions section and connect (activation waits for the
-        first attempt); ``failOnStartupError`` turns a failed first attempt into an error."""
+        first attempt); ``failOnStartupError`` turns a failed first attempt into an error. Without the
+        ``mcp`` package, warn once and contribute nothing."""
+        if not mcp_available():
+            _warn_missing()
+            return
         live = _LIVE.setdefault(self.ctx.runtime, {})
         if self._key in live:
             raise RuntimeError(
-                f'mcp-client: serverName "{self.name}" is already in use by another mcp-client instance — '
+                f'mcp-client: serverName "{self.server_name}" is already in use by another mcp-client instance — '
                 "pick a unique serverName in the profile"
             )
         live[self._key] = self
         self.ctx.register(self.close)
         prompt = self.ctx.get("system_prompt")
         if prompt is not None:
-            prompt.section(self.ctx, f"mcp:{self.name}", MCP_SERVERS_ORDER, self._section, interpolate=False)
+            prompt.section(self.ctx, f"mcp:{self.server_name}", MCP_SERVERS_ORDER, self._section, interpolate=False)
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.label)
         error = await asyncio.shield(self._first)
         if error is None:
@@ -289,7 +302,7 @@ class McpServer:
     def _section(self, agent: Any) -> str | None:
         if not self.instructions:
             return None
-        return f"### MCP server: {self.name}\n\n{self.instructions}"
+        return f"### MCP server: {self.server_name}\n\n{self.instructions}"
 
     # -- the connection task --------------------------------------------------------------------
 
@@ -305,15 +318,15 @@ class McpServer:
             if not self._first.done():
                 self._first.set_result(error)
             ever_connected = ever_connected or generation.connected_at is not None
-            if self._stop.is_set():
-                return
             if not await generation.confirm_closed():
                 log.error(
-                    "%s: the previous server process did not exit within %.0fs — not reconnecting "
+                    "%s: the server process did not exit within %.0fs of closing its connection — not reconnecting "
                     "(never two server processes for one name)",
                     self.label,
                     CLOSE_CONFIRM_S,
                 )
+                return
+            if self._stop.is_set():
                 return
             if error is not None and not ever_connected and self.config.failOnStartupError:
                 return
@@ -385,7 +398,7 @@ class McpServer:
             raw = tool.name
             if raw in seen:
                 raise RuntimeError(f'{self.label}: server listed tool "{raw}" more than once — invalid tool list')
-            public = public_tool_name(self.name, raw)
+            public = public_tool_name(self.server_name, raw)
             if public in seen.values():
                 raise RuntimeError(f'{self.label}: two tools map to the public name "{public}" — invalid tool list')
             seen[raw] = public
@@ -466,7 +479,7 @@ class McpServer:
             raise ToolError(f'{self.label}: tool "{raw}" failed: {_describe(exc)}', "MCP_ERROR") from None
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         projected = project_content(raw, dumped.get("content") or [])
-        meta: dict[str, Any] = {"server": self.name, "tool": raw}
+        meta: dict[str, Any] = {"server": self.server_name, "tool": raw}
         if "structuredContent" in dumped:
             meta["structuredContent"] = dumped["structuredContent"]
         if result.is_error:
@@ -512,7 +525,7 @@ class _Generation:
                     scope.cancel()
                 await self._serve()
         except Exception as exc:
-            return exc
+            return _leaf(exc)
         finally:
             server.session = None
             self.ended_at = time.monotonic()
@@ -527,7 +540,6 @@ class _Generation:
         from pydsh import __version__
 
         server = self.server
-        timeout_s = self.config.toolCallTimeoutMs / 1000
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport())
             relay_send, relay_read = anyio.create_memory_object_stream[Any](0)
@@ -538,7 +550,7 @@ class _Generation:
                 ClientSession(
                     relay_read,
                     write,
-                    read_timeout_seconds=timeout_s,
+                    read_timeout_seconds=REQUEST_TIMEOUT_S,
                     client_info=Implementation(name="pydsh-mcp-client", version=__version__),
                     message_handler=self._on_message,
                 )
@@ -669,6 +681,13 @@ class _StderrLog(asyncio.Protocol):
         return True
 
 
+def _leaf(exc: Exception) -> Exception:
+    """The one failure inside (nested) single-member exception groups that task groups wrap it in."""
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _describe(exc: BaseException | None) -> str:
     if exc is None:
         return "connection closed"
@@ -700,7 +719,7 @@ def _warn_missing() -> None:
     if not _warned_missing:
         _warned_missing = True
         log.warning(
-            "mcp-client: the MCP client needs the optional mcp package (%s); running without MCP tools", INSTALL_HINT
+            "mcp-client: MCP servers need the optional mcp package (%s); running without MCP tools", INSTALL_HINT
         )
 
 
@@ -708,7 +727,7 @@ def _warn_missing() -> None:
 
 
 async def mount_servers(
-    ctx: Context, servers: Sequence[Config | Mapping[str, Any]], *, cwd: str | None = None
+    ctx: Context, servers: Sequence[McpServerConfig | Mapping[str, Any]], *, cwd: str | None = None
 ) -> Disposer:
     """Connect ``servers`` and register their tools and instructions in ``ctx``'s scope.
 
@@ -748,16 +767,3 @@ async def mount_servers(
         await disposer()
         raise
     return disposer
-
-
-name = "mcp-client"
-inject = ("tools",)
-optional = ("system_prompt",)
-
-
-async def apply(ctx: Context, config: Config) -> None:
-    """Mount one server row; without the ``mcp`` package, warn once and contribute nothing."""
-    if not mcp_available():
-        _warn_missing()
-        return
-    await McpServer(ctx, config).start()
