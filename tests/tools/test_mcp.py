@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -324,6 +325,27 @@ async def test_abort_cancels_the_call_and_the_server_keeps_serving(tmp_path: Pat
         assert text_of(await h.call("mcp__t__echo", {"text": "after"})) == "after"
 
 
+async def test_a_misbehaving_server_never_breaks_the_turn_or_its_log(tmp_path: Path) -> None:
+    slow_restart = {"initialDelayMs": 60000, "maxDelayMs": 60000}
+    row = {"id": "mcp-t", "name": "mcp-client", "config": stdio(toolCallTimeoutMs=300, reconnect=slow_restart)}
+    calls = [{"name": f"mcp__t__{n}", "arguments": {"text": "x"}} for n in ("lie", "hang", "crash", "echo")]
+    script = [{"tool_calls": calls}, {"text": "survived"}]
+    async with pydsh.testing.scripted_host(script, cwd=tmp_path, patches=[[{"insert": [row]}]]) as host:
+        agent = await host.create_agent()
+        result = await agent.run("break it")
+        host.assert_consumed()
+    assert result.final_response == "survived"
+    events = agent.events
+    call_ids = [e["data"]["callId"] for e in events if e["type"] == "tool/call"]
+    results = {e["data"]["message"]["toolCallId"]: e["data"] for e in events if e["type"] == "tool/result"}
+    assert sorted(results) == sorted(call_ids) and len(call_ids) == 4
+    texts = [results[c]["message"]["content"][0]["text"] for c in call_ids]
+    assert texts[0].startswith('Error: Tool "lie" returned an invalid MCP result')
+    assert texts[1] == "Error: mcp-client(t): tool call timed out after 300ms"
+    assert texts[2] == texts[3] == "Error: mcp-client(t): server is disconnected"
+    assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"]["kind"] == "completed"
+
+
 # -- 4. list_changed ----------------------------------------------------------------------------
 
 
@@ -381,6 +403,7 @@ async def test_a_tool_list_changing_mid_call_still_answers(tmp_path: Path) -> No
 async def test_crash_reconnects_with_one_process(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     async with mounted(tmp_path, stdio(reconnect=FAST)) as h:
         server = server_of(h)
+        echo = h.tools.lookup(h.agent, "mcp__t__echo")
         first = int(text_of(await h.call("mcp__t__pid", {})))
         with caplog.at_level(logging.WARNING, "pydsh.tools.mcp"):
             crashed = await h.call("mcp__t__crash", {})
@@ -394,6 +417,7 @@ async def test_crash_reconnects_with_one_process(tmp_path: Path, caplog: pytest.
             await until(lambda: server.session is not None, "the reconnect")
         second = int(text_of(await h.call("mcp__t__pid", {})))
         assert second != first and not alive(first)
+        assert h.tools.lookup(h.agent, "mcp__t__echo") is echo, "an unchanged listing re-registers nothing"
         assert "mcp-client(t): connection lost; reconnecting in 20ms (attempt 1/3)" in caplog.text
 
 
@@ -505,6 +529,15 @@ async def test_mount_servers_into_an_agent_scope(tmp_path: Path) -> None:
         assert [d.name for d in registry.definitions("session-scope") if d.name.startswith("mcp__")] == []
     finally:
         await h.close()
+
+
+def test_the_readme_example_row_is_valid() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    snippet = readme.split("### MCP servers", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    (op,) = yaml.safe_load(snippet)
+    (row,) = op["insert"]
+    assert row["name"] == "mcp-client"
+    assert parse_config(row["config"]).serverName == "github"
 
 
 def test_missing_extra_warns_once_and_runs_without_mcp_tools(tmp_path: Path) -> None:
