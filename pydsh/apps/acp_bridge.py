@@ -60,6 +60,7 @@ from pydsh.apps.acp_wire import (
     listable,
     listing_key,
     logged_route,
+    mcp_configs,
     resume_problem,
     same_directory,
     stop_reason,
@@ -75,7 +76,7 @@ from pydsh.session.log import Session
 
 if TYPE_CHECKING:
     from acp import Client
-    from acp.schema import ClientCapabilities, McpServerStdio
+    from acp.schema import ClientCapabilities
 
     from pydsh.policy.approval import ApprovalRequest
 
@@ -286,7 +287,7 @@ class Bridge:
             cwd=cwd,
             agent_options=options,
             agent_preset=header_preset(self.ctx, None),
-            setup=self._setup(mcp_servers or []),
+            setup=self._setup(mcp_configs(mcp_servers or [], cwd), cwd),
         )
         handle = await services.agents(self.ctx).create(create)
         entry = await self._adopt(handle, selection and Selection(selection.provider, selection.model))
@@ -320,17 +321,28 @@ class Bridge:
         stored = header.get("cwd")
         if not isinstance(stored, str) or not same_directory(stored, cwd):
             raise invalid(f"session cwd does not match: {cwd}")
-        handle = await services.agents(self.ctx).resume(session_id, setup=self._setup(mcp_servers or []))
+        setup = self._setup(mcp_configs(mcp_servers or [], stored), stored)
+        handle = await services.agents(self.ctx).resume(session_id, setup=setup)
         logged = logged_route(handle.agent.session.request_header())
         selection = Selection(*logged) if logged is not None else self.default and Selection(**vars(self.default))
         entry = await self._adopt(handle, selection)
         return ResumeSessionResponse(config_options=await self._config_options(entry))
 
-    def _setup(self, mcp_servers: list[Any]) -> Setup:
-        """The creation setup: join the session's preset (roster profiles)."""
-        if mcp_servers:
-            raise invalid(_transport_problem(mcp_servers))
-        return preset_setup(self.ctx)
+    def _setup(self, servers: list[dict[str, Any]], cwd: str) -> Setup:
+        """The creation setup: join the session's preset, then mount the client's MCP servers in its scope."""
+        join = preset_setup(self.ctx)
+
+        async def setup(agent_ctx: Context, agent: Agent) -> None:
+            await join(agent_ctx, agent)
+            if servers:
+                from pydsh.tools.mcp import McpConfigError, mount_servers
+
+                try:
+                    await mount_servers(agent_ctx, servers, cwd=cwd)
+                except McpConfigError as exc:
+                    raise invalid(str(exc)) from None
+
+        return setup
 
     async def _adopt(self, handle: AgentHandle, selection: Selection | None) -> BridgeSession:
         """Own a freshly opened agent: route selection, delivery queue, durable log; undone on failure."""
@@ -706,10 +718,3 @@ def _route_value(provider: str, model: str) -> str:
 def _model_entry(provider: str, info: dict[str, Any]) -> SessionConfigSelectOption:
     described = {"description": info["description"]} if info.get("description") else {}
     return SessionConfigSelectOption(value=_route_value(provider, info["id"]), name=info["name"], **described)
-
-
-def _transport_problem(servers: list[Any]) -> str:
-    """Client-declared MCP servers are not mounted by this build: name the first one."""
-    server: McpServerStdio | Any = servers[0]
-    kind = getattr(server, "type", None) or "stdio"
-    return f"mcpServers[0] transport {kind} is not supported"

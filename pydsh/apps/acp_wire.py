@@ -9,8 +9,10 @@ import base64
 import binascii
 import json
 import os
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from acp import RequestError
 from acp.schema import (
@@ -26,6 +28,7 @@ from acp.schema import (
 
 from pydsh.agent.agent import UserMessage, user_message
 from pydsh.session.events import Event, thaw
+from pydsh.tools.mcp import normalize_server_name
 
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
@@ -182,6 +185,74 @@ def stop_reason(reason: dict[str, Any] | None) -> StopReason:
         error = reason.get("error") or {}
         raise internal(f"turn failed: {error.get('message', 'unknown error')}")
     return STOP_REASONS.get(str(kind), "end_turn")
+
+
+# -- MCP servers declared by the client ------------------------------------------------------
+
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def mcp_configs(servers: Sequence[Any], cwd: str) -> list[dict[str, Any]]:
+    """MCP client configs (spec 11 §B.1) of a session's ``mcpServers``; any problem is invalid (§A.8)."""
+    configs: list[dict[str, Any]] = []
+    for i, server in enumerate(servers):
+        kind = getattr(server, "type", None) or "stdio"
+        if kind == "stdio":
+            config = _stdio_config(i, server, cwd)
+        elif kind == "http":
+            config = _http_config(i, server)
+        else:
+            raise invalid(f"mcpServers[{i}] transport {kind} is not supported")
+        try:
+            config["serverName"] = normalize_server_name(server.name)
+        except ValueError:
+            raise invalid("mcpServers contains an invalid server name") from None
+        configs.append({**config, "failOnStartupError": True})
+    names = [c["serverName"] for c in configs]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate is not None:
+        raise invalid(f"mcpServers contains duplicate normalized name: {duplicate}")
+    return configs
+
+
+def _stdio_config(i: int, server: Any, cwd: str) -> dict[str, Any]:
+    if not os.path.isabs(server.command):
+        raise invalid(f"mcpServers[{i}].command must be an absolute path")
+    env = _pairs(i, "env", server.env, _valid_env)
+    return {"transport": "stdio", "command": server.command, "args": list(server.args), "env": env, "cwd": cwd}
+
+
+def _http_config(i: int, server: Any) -> dict[str, Any]:
+    url = urlsplit(server.url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise invalid(f"mcpServers[{i}].url must be an absolute HTTP(S) URL")
+    headers = _pairs(i, "headers", server.headers, _valid_header, fold=True)
+    return {"transport": "streamable-http", "url": server.url, "headers": headers}
+
+
+def _valid_env(name: str, value: str) -> bool:
+    return bool(name) and "=" not in name and "\0" not in name and "\0" not in value
+
+
+def _valid_header(name: str, value: str) -> bool:
+    return bool(HEADER_NAME.match(name)) and not any(c in value for c in "\r\n\0")
+
+
+def _pairs(i: int, key: str, entries: Sequence[Any], valid: Any, fold: bool = False) -> dict[str, str]:
+    """``[{name, value}]`` as a mapping: invalid entries and duplicate names (case-folded for headers) refused."""
+    out: dict[str, str] = {}
+    seen: set[str] = set()
+    for entry in entries:
+        if not valid(entry.name, entry.value):
+            raise invalid(
+                f"mcpServers[{i}].{key} contains an invalid {'environment' if key == 'env' else 'header'} entry"
+            )
+        folded = entry.name.lower() if fold else entry.name
+        if folded in seen:
+            raise invalid(f"mcpServers[{i}].{key} contains duplicate name: {entry.name}")
+        seen.add(folded)
+        out[entry.name] = entry.value
+    return out
 
 
 # -- session/list ----------------------------------------------------------------------------

@@ -21,7 +21,18 @@ import acp
 import pytest
 import yaml
 from acp.connection import StreamDirection, StreamEvent
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    EnvVariable,
+    HttpHeader,
+    HttpMcpServer,
+    McpServerStdio,
+    RequestPermissionResponse,
+)
+
+from pydsh.testing import mcp_server
+from pydsh.tools.mcp import normalize_server_name, public_tool_name
 
 REPO = Path(__file__).resolve().parents[2]
 INVALID, INTERNAL, NOT_FOUND = -32602, -32603, -32601
@@ -462,6 +473,88 @@ async def test_stdin_eof_with_a_prompt_in_flight_exits_zero_and_flushes(tmp_path
     assert kinds.count("turn/start") == kinds.count("turn/end") == 1
     end = next(e for e in logged(sid) if e["type"] == "turn/end")
     assert end["data"]["reason"]["kind"] == "aborted"
+
+
+# -- A.8: MCP servers declared by the client -------------------------------------------------
+
+
+def stdio_server(name: str = "my tools!", **fields: Any) -> McpServerStdio:
+    spec: dict[str, Any] = {"name": name, "command": sys.executable, "args": [mcp_server.__file__], "env": []}
+    return McpServerStdio(**{**spec, **fields})
+
+
+def http_server(url: str, headers: list[HttpHeader] = ()) -> HttpMcpServer:
+    return HttpMcpServer(type="http", name="web", url=url, headers=list(headers))
+
+
+async def test_client_declared_mcp_server_errors(tmp_path: Path, workspace: Path) -> None:
+    cases = [
+        ([stdio_server(command="python3")], "mcpServers[0].command must be an absolute path"),
+        (
+            [stdio_server(), stdio_server("b", env=[EnvVariable(name="A=B", value="x")])],
+            "mcpServers[1].env contains an invalid environment entry",
+        ),
+        (
+            [stdio_server(env=[EnvVariable(name="A", value="1"), EnvVariable(name="A", value="2")])],
+            "mcpServers[0].env contains duplicate name: A",
+        ),
+        ([http_server("ftp://127.0.0.1/mcp")], "mcpServers[0].url must be an absolute HTTP(S) URL"),
+        ([http_server("/mcp")], "mcpServers[0].url must be an absolute HTTP(S) URL"),
+        (
+            [
+                http_server(
+                    "http://127.0.0.1:1/mcp", [HttpHeader(name="X-A", value="1"), HttpHeader(name="x-a", value="2")]
+                )
+            ],
+            "mcpServers[0].headers contains duplicate name: x-a",
+        ),
+        (
+            [http_server("http://127.0.0.1:1/mcp", [HttpHeader(name="Bad Name", value="1")])],
+            "mcpServers[0].headers contains an invalid header entry",
+        ),
+        ([stdio_server(" ")], "mcpServers contains an invalid server name"),
+        ([stdio_server("a\x07b")], "mcpServers contains an invalid server name"),
+        (
+            [stdio_server("my tools!"), stdio_server("my tools!")],
+            f"mcpServers contains duplicate normalized name: {normalize_server_name('my tools!')}",
+        ),
+    ]
+    async with bridge(tmp_path, []) as b:
+        for servers, detail in cases:
+            assert await rejected(b.conn.new_session(cwd=str(workspace), mcp_servers=servers)) == detail
+        failing = stdio_server("broken", command="/nonexistent/mcp-server")
+        startup = await rejected(b.conn.new_session(cwd=str(workspace), mcp_servers=[failing]), INTERNAL)
+        assert "mcp-client(broken): initial connection or tool synchronization failed" in startup
+        assert (await b.conn.list_sessions()).sessions == []
+
+
+async def test_client_declared_mcp_servers_mount_per_session(tmp_path: Path, workspace: Path) -> None:
+    web = subprocess.Popen([sys.executable, mcp_server.__file__, "--http"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert web.stdout is not None
+        port = int(web.stdout.readline().split()[1])
+        local = public_tool_name(normalize_server_name("my tools!"), "echo")
+        remote = public_tool_name("web", "echo")
+        calls = [
+            {"name": local, "arguments": {"text": "over stdio"}},
+            {"name": remote, "arguments": {"text": "over http"}},
+        ]
+        scripts = [[{"tool_calls": calls}, {"text": "both answered"}], [{"tool_calls": [calls[0]]}, {"text": "x"}]]
+        async with bridge(tmp_path, scripts) as b:
+            header = HttpHeader(name="X-Test", value="1")
+            servers = [stdio_server(), http_server(f"http://127.0.0.1:{port}/mcp", [header])]
+            first = (await b.conn.new_session(cwd=str(workspace), mcp_servers=servers)).session_id
+            assert (await b.say(first, "use them")).stop_reason == "end_turn"
+            results = [u["content"][0]["content"]["text"] for u in b.client.updates("tool_call_update")]
+            assert results == ["over stdio", "over http"]
+            plain = await b.session(workspace)
+            assert (await b.say(plain, "no servers here")).stop_reason == "end_turn"
+            unknown = b.client.updates("tool_call_update")[-1]
+            assert unknown["status"] == "failed"
+            assert local in unknown["content"][0]["content"]["text"]
+    finally:
+        web.terminate()
+        web.wait(10)
 
 
 # -- bad input and the process contract ------------------------------------------------------
