@@ -134,15 +134,17 @@ class DeliveryQueue:
         self._failed = failed
         self._items: asyncio.Queue[Delivery] = asyncio.Queue()
         self._worker = asyncio.ensure_future(self._run())
+        self._closed = False
 
     def put(self, update: Update, assistant: bool = False) -> None:
         async def ready() -> Update:
             return update
 
-        self._items.put_nowait(Delivery(ready, assistant))
+        self.put_later(ready, assistant)
 
-    def put_later(self, make: Producer) -> None:
-        self._items.put_nowait(Delivery(make))
+    def put_later(self, make: Producer, assistant: bool = False) -> None:
+        if not self._closed:
+            self._items.put_nowait(Delivery(make, assistant))
 
     async def drain(self) -> None:
         await self._items.join()
@@ -160,7 +162,12 @@ class DeliveryQueue:
                 self._items.task_done()
 
     def close(self) -> None:
+        """Stop sending; whatever is still queued is dropped, so no ``drain`` waits for it."""
+        self._closed = True
         self._worker.cancel()
+        while not self._items.empty():
+            self._items.get_nowait()
+            self._items.task_done()
 
 
 @dataclass

@@ -96,9 +96,9 @@ class Bridge:
 
 @asynccontextmanager
 async def bridge(
-    tmp_path: Path, scripts: list[Any], *args: str, answer: str | None = "allow-once"
+    tmp_path: Path, scripts: list[Any], *args: str, answer: str | None = "allow-once", extra: list[Any] = ()
 ) -> AsyncIterator[Bridge]:
-    patch = patch_file(tmp_path, scripts)
+    patch = patch_file(tmp_path, scripts, extra)
     client = Recorder(answer)
     stderr_path = tmp_path / f"stderr-{uuid.uuid4().hex[:8]}.txt"
     with stderr_path.open("wb") as stderr:
@@ -454,6 +454,23 @@ async def test_config_options_select_the_next_prompts_route(tmp_path: Path, work
     ]
 
 
+async def test_a_new_route_reaches_the_editor_as_a_config_option_update(tmp_path: Path, workspace: Path) -> None:
+    scripts = [{"tool_calls": [{"name": "add_route", "arguments": {}}]}, {"text": "added"}]
+    async with bridge(tmp_path, scripts, extra=[{"id": "late-route", "name": "tests.apps.late_route"}]) as b:
+        sid = await b.session(workspace)
+        assert (await b.say(sid, "add it")).stop_reason == "end_turn"
+        (update,) = b.client.updates("config_option_update")
+        model = update["configOptions"][0]
+        assert [g["group"] for g in model["options"]] == ["deepseek-official", "late"]
+        assert model["options"][1] == {
+            "group": "late",
+            "name": "Late",
+            "options": [{"value": '["late","late-1"]', "name": "Late One"}],
+        }
+        chosen = await b.conn.set_config_option(config_id="model", session_id=sid, value='["late","late-1"]')
+        assert [o.id for o in chosen.config_options] == ["model"]
+
+
 # -- A.10 (9) --------------------------------------------------------------------------------
 
 
@@ -613,6 +630,27 @@ def test_stdout_carries_only_protocol_frames(tmp_path: Path) -> None:
     assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == [1]
     for text in ("stray print", "stray fd write", "stray log"):
         assert text in result.stderr
+
+
+async def test_a_closed_delivery_queue_never_holds_up_a_drain() -> None:
+    from pydsh.apps.acp_bridge import DeliveryQueue
+
+    gate, sent = asyncio.Event(), []
+
+    async def send(update: Any) -> None:
+        await gate.wait()
+        sent.append(update)
+
+    queue = DeliveryQueue(send, lambda item, exc: None)
+    queue.put("a")
+    queue.put("b")
+    await asyncio.sleep(0)
+    queue.close()
+    await asyncio.wait_for(queue.drain(), 30)
+    queue.put("c")
+    gate.set()
+    await asyncio.sleep(0)
+    assert sent == []
 
 
 def test_missing_extra_exits_two_naming_the_install_command(tmp_path: Path) -> None:
