@@ -221,6 +221,7 @@ class Bridge:
         self.default = default
         self.conn: Client | None = None
         self.sessions: dict[str, BridgeSession] = {}
+        self._resuming: set[str] = set()
         self.disposed = False
         ctx.on("session/event", self._on_event)
         ctx.on("agent/inbox/claimed", self._on_claimed)
@@ -314,8 +315,16 @@ class Bridge:
         absolute_cwd(cwd)
         if additional_directories:
             raise invalid("additionalDirectories is not supported")
-        if session_id in self.sessions or services.sessions(self.ctx).get(session_id) is not None:
+        live = services.sessions(self.ctx).get(session_id) is not None
+        if session_id in self.sessions or session_id in self._resuming or live:
             raise invalid(f"session is already active: {session_id}")
+        self._resuming.add(session_id)
+        try:
+            return await self._resume(cwd, session_id, mcp_servers or [])
+        finally:
+            self._resuming.discard(session_id)
+
+    async def _resume(self, cwd: str, session_id: str, mcp_servers: list[Any]) -> ResumeSessionResponse:
         persistence = self.ctx.get("session_persistence")
         try:
             if persistence is None:
@@ -328,7 +337,7 @@ class Bridge:
         stored = header.get("cwd")
         if not isinstance(stored, str) or not same_directory(stored, cwd):
             raise invalid(f"session cwd does not match: {cwd}")
-        setup = self._setup(mcp_configs(mcp_servers or [], stored), stored)
+        setup = self._setup(mcp_configs(mcp_servers, stored), stored)
         handle = await services.agents(self.ctx).resume(session_id, setup=setup)
         logged = logged_route(handle.agent.session.request_header())
         selection = Selection(*logged) if logged is not None else self.default and Selection(**vars(self.default))

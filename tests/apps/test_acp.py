@@ -379,6 +379,10 @@ async def test_list_resume_and_close(tmp_path: Path, workspace: Path) -> None:
         assert await rejected(ghost) == "session is not resumable: ghost"
         moved = b.conn.resume_session(cwd=str(other), session_id=second, mcp_servers=[])
         assert await rejected(moved) == f"session cwd does not match: {other}"
+        twice = [b.conn.resume_session(cwd=str(workspace), session_id=second, mcp_servers=[]) for _ in range(2)]
+        outcomes = await asyncio.gather(*twice, return_exceptions=True)
+        refused = [o for o in outcomes if isinstance(o, acp.RequestError)]
+        assert [r.data["detail"] for r in refused] == [f"session is already active: {second}"]
         await b.conn.close_session(session_id=first)
         await b.conn.resume_session(cwd=str(workspace), session_id=first, mcp_servers=[])
 
