@@ -475,6 +475,12 @@ async def test_a_new_route_reaches_the_editor_as_a_config_option_update(tmp_path
         assert [o.id for o in chosen.config_options] == ["model"]
 
 
+async def test_command_line_route_is_the_route_of_new_sessions(tmp_path: Path, workspace: Path) -> None:
+    async with bridge(tmp_path, [], "--provider", "deepseek-official", "--model", "deepseek-v4-pro") as b:
+        response = await b.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        assert response.config_options[0].current_value == PRO
+
+
 # -- A.10 (9) --------------------------------------------------------------------------------
 
 
