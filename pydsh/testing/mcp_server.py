@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import os
 import socket
 import sys
@@ -44,6 +45,11 @@ BASE_TOOLS: list[dict[str, Any]] = [
     {"name": "vanish", "description": "Removes itself, announces it, then answers.", "inputSchema": {"type": "object"}},
     {"name": "read.file", "description": "A name with a dot.", "inputSchema": {"type": "object"}},
     {
+        "name": "noise",
+        "description": "Prints a line that is not JSON-RPC.",
+        "inputSchema": {"type": "object"},
+    },
+    {
         "name": "structured",
         "description": "Structured content beside the text.",
         "inputSchema": {"type": "object"},
@@ -57,6 +63,8 @@ BASE_TOOLS: list[dict[str, Any]] = [
     },
 ]
 EXTRA = {"name": "extra", "description": "Present after toggle.", "inputSchema": {"type": "object"}}
+WIRE = 1
+"""The stdout descriptor the protocol is written to."""
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 
 
@@ -126,6 +134,9 @@ class Behaviour:
             await asyncio.Event().wait()
         if name == "crash":
             os._exit(7)
+        if name == "noise":
+            os.write(WIRE, b"this is not JSON-RPC\n")
+            return _text("noisy")
         if name == "pid":
             return _text(str(os.getpid()))
         if name == "env":
@@ -186,11 +197,14 @@ def build(args: argparse.Namespace) -> Any:
 
 
 async def serve_stdio(server: Any) -> None:
+    """Serve on stdout (kept as ``WIRE``, so ``noise`` can write past the protocol layer)."""
+    import anyio
     from mcp.server.lowlevel.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-    async with stdio_server() as (read, write):
+    wire = io.TextIOWrapper(os.fdopen(WIRE, "wb", closefd=False), encoding="utf-8")
+    async with stdio_server(stdout=anyio.wrap_file(wire)) as (read, write):
         await server.run(read, write, options)
 
 

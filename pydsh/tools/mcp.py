@@ -250,6 +250,7 @@ class McpServer:
         self._stop = asyncio.Event()
         self._first: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
+        self._generation: _Generation | None = None
         self._key = (id(ctx.scope), self.server_name)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -273,6 +274,7 @@ class McpServer:
         if prompt is not None:
             prompt.section(self.ctx, f"mcp:{self.server_name}", MCP_SERVERS_ORDER, self._section, interpolate=False)
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.label)
+        self._task.add_done_callback(self._ended)
         error = await asyncio.shield(self._first)
         if error is None:
             return
@@ -289,8 +291,8 @@ class McpServer:
         self._stop.set()
         task = self._task
         if task is not None and task is not asyncio.current_task():
-            if not task.done():
-                await self._cancel_generation()
+            if not task.done() and self._generation is not None:
+                self._generation.cancel()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await task
         self._unregister()
@@ -298,6 +300,17 @@ class McpServer:
         live = _LIVE.get(self.ctx.runtime)
         if live is not None and live.get(self._key) is self:
             del live[self._key]
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if not self._first.done():
+            self._first.set_result(RuntimeError(f"{self.label}: the connection task ended before connecting"))
+
+    def connected(self, session: ClientSession, instructions: str) -> None:
+        """A generation is up: route calls to ``session`` and show its instructions."""
+        self.instructions = instructions or None
+        self.session = session
+        if not self._first.done():
+            self._first.set_result(None)
 
     def _section(self, agent: Any) -> str | None:
         if not self.instructions:
@@ -347,11 +360,6 @@ class McpServer:
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay / 1000)
-
-    async def _cancel_generation(self) -> None:
-        generation = getattr(self, "_generation", None)
-        if generation is not None:
-            generation.cancel()
 
     def _give_up(self) -> None:
         self._unregister()
@@ -543,6 +551,8 @@ class _Generation:
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport())
             relay_send, relay_read = anyio.create_memory_object_stream[Any](0)
+            stack.callback(relay_read.close)
+            stack.callback(relay_send.close)
             group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(group.cancel_scope.cancel)
             group.start_soon(self._relay, read, relay_send)
@@ -562,11 +572,8 @@ class _Generation:
             if len(instructions.encode()) > limit:
                 raise RuntimeError(f"{server.label}: server instructions exceed maxInstructionBytes ({limit})")
             await server.sync(session)
-            server.instructions = instructions or None
-            server.session = session
+            server.connected(session, instructions)
             self.connected_at = time.monotonic()
-            if not server._first.done():
-                server._first.set_result(None)
             await self._lost.wait()
 
     async def _relay(self, source: Any, sink: Any) -> None:

@@ -315,6 +315,16 @@ async def test_call_results_and_errors(tmp_path: Path) -> None:
         assert text_of(dotted) == "read.file ok"
 
 
+async def test_garbage_on_stdout_is_logged_and_the_connection_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with mounted(tmp_path, stdio()) as h:
+        with caplog.at_level(logging.WARNING, "pydsh.tools.mcp"):
+            assert text_of(await h.call("mcp__t__noise", {})) == "noisy"
+            await until(lambda: "mcp-client(t): transport error" in caplog.text, "the warning")
+        assert text_of(await h.call("mcp__t__echo", {"text": "still"})) == "still"
+
+
 async def test_abort_cancels_the_call_and_the_server_keeps_serving(tmp_path: Path) -> None:
     async with mounted(tmp_path, stdio()) as h:
         call = asyncio.ensure_future(h.call("mcp__t__hang", {}))
