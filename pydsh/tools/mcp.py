@@ -245,6 +245,7 @@ class McpServer:
         self.session: ClientSession | None = None
         self.closed = False
         self._registered: list[Disposer] = []
+        self._effects: list[Disposer] = []
         self._signature: list[tuple[str, str, str, Any, bool]] | None = None
         self._sync_lock = asyncio.Lock()
         self._stop = asyncio.Event()
@@ -269,10 +270,11 @@ class McpServer:
                 "pick a unique serverName in the profile"
             )
         live[self._key] = self
-        self.ctx.register(self.close)
+        self._effects.append(self.ctx.register(self.close))
         prompt = self.ctx.get("system_prompt")
         if prompt is not None:
-            prompt.section(self.ctx, f"mcp:{self.server_name}", MCP_SERVERS_ORDER, self._section, interpolate=False)
+            name = f"mcp:{self.server_name}"
+            self._effects.append(prompt.section(self.ctx, name, MCP_SERVERS_ORDER, self._section, interpolate=False))
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.label)
         self._task.add_done_callback(self._ended)
         error = await asyncio.shield(self._first)
@@ -300,6 +302,9 @@ class McpServer:
         live = _LIVE.get(self.ctx.runtime)
         if live is not None and live.get(self._key) is self:
             del live[self._key]
+        for effect in reversed(self._effects):
+            await effect()  # the section's removal, and this method's own entry (a no-op now)
+        self._effects.clear()
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         if not self._first.done():

@@ -541,6 +541,24 @@ async def test_mount_servers_into_an_agent_scope(tmp_path: Path) -> None:
         await h.close()
 
 
+async def test_unmounting_leaves_nothing_behind(tmp_path: Path) -> None:
+    h = await harness(tmp_path, [("tools", None)])
+    try:
+        scope = create_scope(h.kernel.ctx, "session-scope")
+        await (await mount_servers(scope.ctx, [stdio("--instructions", "hi")]))()
+        fds, tasks = set(os.listdir("/proc/self/fd")), asyncio.all_tasks()
+        effects = len(scope.ctx.fiber._effects)
+        for _ in range(2):
+            unmount = await mount_servers(scope.ctx, [stdio("--instructions", "hi")])
+            await unmount()
+        await asyncio.sleep(0)
+        assert set(os.listdir("/proc/self/fd")) == fds
+        assert asyncio.all_tasks() == tasks
+        assert len(scope.ctx.fiber._effects) == effects
+    finally:
+        await h.close()
+
+
 def test_the_readme_example_row_is_valid() -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     snippet = readme.split("### MCP servers", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
