@@ -16,6 +16,7 @@ import contextlib
 import io
 import os
 import socket
+import subprocess
 import sys
 from typing import Any
 
@@ -78,6 +79,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--page-size", type=int, default=0, help="page the tool list")
     parser.add_argument("--fail-if-exists", default=None, help="exit 3 at start when this file exists")
     parser.add_argument("--fail-list-if-exists", default=None, help="fail tools/list while this file exists")
+    parser.add_argument("--orphan-pidfile", default=None, help="leave a process holding stderr; write its pid here")
     return parser.parse_args(argv)
 
 
@@ -226,6 +228,15 @@ def main(argv: list[str] | None = None) -> int:
         print("refusing to start", file=sys.stderr)
         return 3
     print(f"test server {os.getpid()} starting", file=sys.stderr, flush=True)
+    if args.orphan_pidfile:
+        orphan = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        with open(args.orphan_pidfile, "w") as f:
+            f.write(str(orphan.pid))
     server = build(args)
     asyncio.run(serve_http(server) if args.http else serve_stdio(server))
     return 0

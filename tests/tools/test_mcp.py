@@ -34,7 +34,7 @@ from pydsh.tools.mcp import (
     project_content,
     public_tool_name,
 )
-from pydsh.tools.registry import TOOL_NAME
+from pydsh.tools.registry import TOOL_NAME, ToolDefinition
 from tests.tools.harness import Harness, harness, rows_of, text_of
 
 SERVER = mcp_server.__file__
@@ -73,9 +73,9 @@ def server_of(h: Harness, name: str = "t") -> McpServer:
     raise AssertionError(f"no mcp-client row {name}")
 
 
-async def until(check: Callable[[], bool], what: str) -> None:
+async def until(check: Callable[[], bool], what: str, polls: int = 2000) -> None:
     """Wait (bounded) until ``check()`` holds; the bound only guards against a hang."""
-    for _ in range(1000):
+    for _ in range(polls):
         if check():
             return
         await asyncio.sleep(0.01)
@@ -444,6 +444,64 @@ async def test_exhausted_reconnects_unregister_the_tools(tmp_path: Path, caplog:
             "mcp-client(t): giving up after 3 consecutive failed reconnect attempts — tools unregistered; "
             "reload the plugin or restart to reconnect"
         ) in caplog.text
+
+
+async def test_a_connection_that_stayed_up_resets_the_attempt_budget(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with mounted(tmp_path, stdio(reconnect=FAST)) as h:
+        server = server_of(h)
+        with caplog.at_level(logging.WARNING, "pydsh.tools.mcp"):
+            for _ in range(2):
+                await h.call("mcp__t__crash", {})
+                await until(lambda: server.session is None, "the drop")
+                await until(lambda: server.session is not None, "the reconnect")
+                await asyncio.sleep(FAST["maxDelayMs"] / 1000 * 1.5)
+        assert caplog.text.count("connection lost; reconnecting in 20ms (attempt 1/3)") == 2
+        assert "attempt 2/3" not in caplog.text
+
+
+async def test_reconnect_disabled_keeps_failing_tools(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with mounted(tmp_path, stdio(reconnect={"enabled": False})) as h:
+        server = server_of(h)
+        with caplog.at_level(logging.ERROR, "pydsh.tools.mcp"):
+            await h.call("mcp__t__crash", {})
+            await until(lambda: "reconnect is disabled" in caplog.text, "the error")
+        assert "mcp__t__echo" in names(h) and server.session is None
+        assert text_of(await h.call("mcp__t__echo", {"text": "x"})) == "Error: mcp-client(t): server is disconnected"
+        assert caplog.text.count("mcp-client(t): connection ended and reconnect is disabled") == 1
+
+
+async def test_no_reconnect_while_the_old_server_lives_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    pidfile = tmp_path / "orphan.pid"
+    async with mounted(tmp_path, stdio("--orphan-pidfile", str(pidfile), reconnect=FAST)) as h:
+        orphan = int(pidfile.read_text())
+        try:
+            with caplog.at_level(logging.WARNING, "pydsh.tools.mcp"):
+                await h.call("mcp__t__crash", {})
+                await until(lambda: "did not exit" in caplog.text, "the refusal", polls=4000)
+            assert "reconnecting in" not in caplog.text
+            assert server_of(h).session is None
+        finally:
+            os.kill(orphan, signal.SIGKILL)
+    assert (
+        "mcp-client(t): the server process did not exit within 5s of closing its connection — not reconnecting "
+        "(never two server processes for one name)"
+    ) in caplog.text
+
+
+async def test_a_conflicting_tool_rolls_back_to_no_tools(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    h = await harness(tmp_path, [("tools", None)])
+    try:
+        taken = ToolDefinition("mcp__t__echo", "not from the server", {"type": "object"}, lambda args, exec: "mine")
+        h.tools.register(h.kernel.ctx, taken)
+        with caplog.at_level(logging.ERROR, "pydsh.tools.mcp"):
+            unmount = await mount_servers(h.kernel.ctx, [stdio()])
+        assert names(h) == ["mcp__t__echo"] and h.tools.lookup(None, "mcp__t__echo") is taken
+        assert "mcp-client(t): tool registration failed, no tools registered: " in caplog.text
+        await unmount()
+    finally:
+        await h.close()
 
 
 async def test_hanging_server_is_killed_on_close(tmp_path: Path) -> None:
