@@ -297,6 +297,8 @@ class McpServer:
                 self._generation.cancel()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await task
+        if self._generation is not None:
+            self._generation.release()
         self._unregister()
         self.instructions = None
         live = _LIVE.get(self.ctx.runtime)
@@ -640,6 +642,11 @@ class _Generation:
         finally:
             errlog.close()
 
+    def release(self) -> None:
+        """Close what the generation may still hold after its connection ended."""
+        if self._stderr is not None:
+            self._stderr.close()
+
     async def confirm_closed(self) -> bool:
         """Whether the generation's server process (and whatever inherited its stderr) is gone, within 5 s."""
         if self._stderr is None:
@@ -654,13 +661,14 @@ class _StderrLog(asyncio.Protocol):
         self.label = label
         self.buffer = b""
         self.eof = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.BaseTransport | None = None
 
     async def open(self) -> Any:
         """A pipe whose write end (returned, for the child) feeds this protocol."""
         read_fd, write_fd = os.pipe()
         loop = asyncio.get_running_loop()
         try:
-            await loop.connect_read_pipe(lambda: self, os.fdopen(read_fd, "rb", buffering=0))
+            self.transport, _ = await loop.connect_read_pipe(lambda: self, os.fdopen(read_fd, "rb", buffering=0))
         except BaseException:
             os.close(write_fd)
             raise
@@ -684,6 +692,11 @@ class _StderrLog(asyncio.Protocol):
 
     def _emit(self, line: bytes) -> None:
         log.debug("%s stderr: %s", self.label, line[:STDERR_LINE_LIMIT].decode(errors="replace").rstrip())
+
+    def close(self) -> None:
+        """Stop reading (a process that outlived its connection keeps the pipe open otherwise)."""
+        if self.transport is not None:
+            self.transport.close()
 
     async def wait_closed(self, seconds: float) -> bool:
         try:
