@@ -54,12 +54,16 @@ def stdio(*args: str, name: str = "t", **overrides: Any) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def mounted(tmp_path: Path, *configs: dict[str, Any]) -> AsyncIterator[Harness]:
-    h = await harness(tmp_path, [("tools", None), *(("mcp-client", c) for c in configs)])
+async def mounted_rows(tmp_path: Path, *rows: tuple[str, Any]) -> AsyncIterator[Harness]:
+    h = await harness(tmp_path, [("tools", None), *rows])
     try:
         yield h
     finally:
         await h.close()
+
+
+def mounted(tmp_path: Path, *configs: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[Harness]:
+    return mounted_rows(tmp_path, *(("mcp-client", c) for c in configs))
 
 
 def names(h: Harness) -> list[str]:
@@ -615,6 +619,38 @@ async def test_unmounting_leaves_nothing_behind(tmp_path: Path) -> None:
         assert len(scope.ctx.fiber._effects) == effects
     finally:
         await h.close()
+
+
+def write_servers(path: Path, servers: dict[str, Any]) -> None:
+    path.write_text(json.dumps({"mcpServers": servers}))
+
+
+async def test_servers_files(
+    tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    entry = {"command": sys.executable, "args": [SERVER, "--instructions", "from home"]}
+    write_servers(isolated_home / "mcp.json", {"docs": entry, "my server": {**entry, "args": [SERVER, "--no-tools"]}})
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    override = {"command": sys.executable, "args": [SERVER, "--instructions", "from project"]}
+    write_servers(project / ".mcp.json", {"docs": override})
+    async with mounted_rows(tmp_path, ("mcp-servers", None)) as h:
+        assert "mcp__docs__echo" in names(h)
+        prompt = h.kernel.ctx.require("system_prompt")
+        text = prompt.render(await prompt.assemble(h.agent))
+        assert "### MCP server: docs\n\nfrom home" in text
+    async with mounted_rows(tmp_path, ("mcp-servers", {"includeProject": True})) as h:
+        prompt = h.kernel.ctx.require("system_prompt")
+        assert "### MCP server: docs\n\nfrom project" in prompt.render(await prompt.assemble(h.agent))
+    write_servers(project / ".mcp.json", {"old": {"type": "sse", "url": "http://127.0.0.1:1/sse"}})
+    kernel = Kernel()
+    await kernel.load(rows_of([("tools", None), ("mcp-servers", {"includeProject": True})]))
+    try:
+        (failed,) = kernel.loader.failures
+        assert str(failed.error) == f'{project / ".mcp.json"}: server "old": transport sse is not supported'
+    finally:
+        await kernel.dispose()
 
 
 def test_the_readme_example_row_is_valid() -> None:
