@@ -114,7 +114,10 @@ class Behaviour:
 
     async def call(self, name: str, arguments: dict[str, Any], session: Any) -> Any:
         import mcp_types as types
+        from mcp import MCPError
 
+        if name != "vanish" and all(t["name"] != name for t in self.tools):
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {name}")
         if name == "echo":
             return _text(str(arguments.get("text")))
         if name == "mixed":
@@ -154,15 +157,7 @@ class Behaviour:
             return _text("gone")
         if name == "structured":
             return {"content": [{"type": "text", "text": "n is 3"}], "structuredContent": {"n": 3}}
-        if name in ("read.file", "extra", "tasked"):
-            return _text(f"{name} ok")
-        raise types_error(types, f"unknown tool {name}")
-
-
-def types_error(types: Any, message: str) -> Exception:
-    from mcp import MCPError
-
-    return MCPError(code=types.INVALID_PARAMS, message=message)
+        return _text(f"{name} ok")
 
 
 def _text(value: str) -> dict[str, Any]:

@@ -394,13 +394,18 @@ async def test_list_changed_adds_and_removes_a_tool_and_the_model_is_told(tmp_pa
 async def test_failed_resync_keeps_the_old_tools(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     flag = tmp_path / "refuse-listing"
     async with mounted(tmp_path, stdio("--fail-list-if-exists", str(flag))) as h:
+        assert text_of(await h.call("mcp__t__toggle", {})) == "added extra"
+        await until(lambda: "mcp__t__extra" in names(h), "the re-sync")
         before = names(h)
         flag.touch()
         with caplog.at_level(logging.WARNING, "pydsh.tools.mcp"):
-            assert text_of(await h.call("mcp__t__toggle", {})) == "added extra"
+            assert text_of(await h.call("mcp__t__toggle", {})) == "removed extra"
             await until(lambda: "re-sync failed" in caplog.text, "the failed re-sync")
         assert names(h) == before
         assert "mcp-client(t): tool re-sync failed, keeping the previous tools" in caplog.text
+        gone = await h.call("mcp__t__extra", {})
+        assert text_of(gone) == 'Error: mcp-client(t): tool "extra" failed: unknown tool extra'
+        assert gone.error == {"name": "ToolError", "code": "MCP_ERROR"}
 
 
 async def test_a_tool_list_changing_mid_call_still_answers(tmp_path: Path) -> None:
