@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import os
 import socket
+import subprocess
 import sys
 from typing import Any
 
@@ -44,6 +46,11 @@ BASE_TOOLS: list[dict[str, Any]] = [
     {"name": "vanish", "description": "Removes itself, announces it, then answers.", "inputSchema": {"type": "object"}},
     {"name": "read.file", "description": "A name with a dot.", "inputSchema": {"type": "object"}},
     {
+        "name": "noise",
+        "description": "Prints a line that is not JSON-RPC.",
+        "inputSchema": {"type": "object"},
+    },
+    {
         "name": "structured",
         "description": "Structured content beside the text.",
         "inputSchema": {"type": "object"},
@@ -57,6 +64,8 @@ BASE_TOOLS: list[dict[str, Any]] = [
     },
 ]
 EXTRA = {"name": "extra", "description": "Present after toggle.", "inputSchema": {"type": "object"}}
+WIRE = 1
+"""The stdout descriptor the protocol is written to."""
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 
 
@@ -70,6 +79,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--page-size", type=int, default=0, help="page the tool list")
     parser.add_argument("--fail-if-exists", default=None, help="exit 3 at start when this file exists")
     parser.add_argument("--fail-list-if-exists", default=None, help="fail tools/list while this file exists")
+    parser.add_argument("--orphan-pidfile", default=None, help="leave a process holding stderr; write its pid here")
     return parser.parse_args(argv)
 
 
@@ -104,7 +114,10 @@ class Behaviour:
 
     async def call(self, name: str, arguments: dict[str, Any], session: Any) -> Any:
         import mcp_types as types
+        from mcp import MCPError
 
+        if name != "vanish" and all(t["name"] != name for t in self.tools):
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {name}")
         if name == "echo":
             return _text(str(arguments.get("text")))
         if name == "mixed":
@@ -126,6 +139,9 @@ class Behaviour:
             await asyncio.Event().wait()
         if name == "crash":
             os._exit(7)
+        if name == "noise":
+            os.write(WIRE, b"this is not JSON-RPC\n")
+            return _text("noisy")
         if name == "pid":
             return _text(str(os.getpid()))
         if name == "env":
@@ -141,15 +157,7 @@ class Behaviour:
             return _text("gone")
         if name == "structured":
             return {"content": [{"type": "text", "text": "n is 3"}], "structuredContent": {"n": 3}}
-        if name in ("read.file", "extra", "tasked"):
-            return _text(f"{name} ok")
-        raise types_error(types, f"unknown tool {name}")
-
-
-def types_error(types: Any, message: str) -> Exception:
-    from mcp import MCPError
-
-    return MCPError(code=types.INVALID_PARAMS, message=message)
+        return _text(f"{name} ok")
 
 
 def _text(value: str) -> dict[str, Any]:
@@ -186,11 +194,14 @@ def build(args: argparse.Namespace) -> Any:
 
 
 async def serve_stdio(server: Any) -> None:
+    """Serve on stdout (kept as ``WIRE``, so ``noise`` can write past the protocol layer)."""
+    import anyio
     from mcp.server.lowlevel.server import NotificationOptions
     from mcp.server.stdio import stdio_server
 
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-    async with stdio_server() as (read, write):
+    wire = io.TextIOWrapper(os.fdopen(WIRE, "wb", closefd=False), encoding="utf-8")
+    async with stdio_server(stdout=anyio.wrap_file(wire)) as (read, write):
         await server.run(read, write, options)
 
 
@@ -212,6 +223,15 @@ def main(argv: list[str] | None = None) -> int:
         print("refusing to start", file=sys.stderr)
         return 3
     print(f"test server {os.getpid()} starting", file=sys.stderr, flush=True)
+    if args.orphan_pidfile:
+        orphan = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        with open(args.orphan_pidfile, "w") as f:
+            f.write(str(orphan.pid))
     server = build(args)
     asyncio.run(serve_http(server) if args.http else serve_stdio(server))
     return 0

@@ -245,11 +245,13 @@ class McpServer:
         self.session: ClientSession | None = None
         self.closed = False
         self._registered: list[Disposer] = []
+        self._effects: list[Disposer] = []
         self._signature: list[tuple[str, str, str, Any, bool]] | None = None
         self._sync_lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._first: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
+        self._generation: _Generation | None = None
         self._key = (id(ctx.scope), self.server_name)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -268,11 +270,13 @@ class McpServer:
                 "pick a unique serverName in the profile"
             )
         live[self._key] = self
-        self.ctx.register(self.close)
+        self._effects.append(self.ctx.register(self.close))
         prompt = self.ctx.get("system_prompt")
         if prompt is not None:
-            prompt.section(self.ctx, f"mcp:{self.server_name}", MCP_SERVERS_ORDER, self._section, interpolate=False)
+            name = f"mcp:{self.server_name}"
+            self._effects.append(prompt.section(self.ctx, name, MCP_SERVERS_ORDER, self._section, interpolate=False))
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.label)
+        self._task.add_done_callback(self._ended)
         error = await asyncio.shield(self._first)
         if error is None:
             return
@@ -289,15 +293,31 @@ class McpServer:
         self._stop.set()
         task = self._task
         if task is not None and task is not asyncio.current_task():
-            if not task.done():
-                await self._cancel_generation()
+            if not task.done() and self._generation is not None:
+                self._generation.cancel()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await task
+        if self._generation is not None:
+            self._generation.release()
         self._unregister()
         self.instructions = None
         live = _LIVE.get(self.ctx.runtime)
         if live is not None and live.get(self._key) is self:
             del live[self._key]
+        for effect in reversed(self._effects):
+            await effect()  # the section's removal, and this method's own entry (a no-op now)
+        self._effects.clear()
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if not self._first.done():
+            self._first.set_result(RuntimeError(f"{self.label}: the connection task ended before connecting"))
+
+    def connected(self, session: ClientSession, instructions: str) -> None:
+        """A generation is up: route calls to ``session`` and show its instructions."""
+        self.instructions = instructions or None
+        self.session = session
+        if not self._first.done():
+            self._first.set_result(None)
 
     def _section(self, agent: Any) -> str | None:
         if not self.instructions:
@@ -347,11 +367,6 @@ class McpServer:
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay / 1000)
-
-    async def _cancel_generation(self) -> None:
-        generation = getattr(self, "_generation", None)
-        if generation is not None:
-            generation.cancel()
 
     def _give_up(self) -> None:
         self._unregister()
@@ -543,6 +558,8 @@ class _Generation:
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport())
             relay_send, relay_read = anyio.create_memory_object_stream[Any](0)
+            stack.callback(relay_read.close)
+            stack.callback(relay_send.close)
             group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(group.cancel_scope.cancel)
             group.start_soon(self._relay, read, relay_send)
@@ -562,11 +579,8 @@ class _Generation:
             if len(instructions.encode()) > limit:
                 raise RuntimeError(f"{server.label}: server instructions exceed maxInstructionBytes ({limit})")
             await server.sync(session)
-            server.instructions = instructions or None
-            server.session = session
+            server.connected(session, instructions)
             self.connected_at = time.monotonic()
-            if not server._first.done():
-                server._first.set_result(None)
             await self._lost.wait()
 
     async def _relay(self, source: Any, sink: Any) -> None:
@@ -628,6 +642,11 @@ class _Generation:
         finally:
             errlog.close()
 
+    def release(self) -> None:
+        """Close what the generation may still hold after its connection ended."""
+        if self._stderr is not None:
+            self._stderr.close()
+
     async def confirm_closed(self) -> bool:
         """Whether the generation's server process (and whatever inherited its stderr) is gone, within 5 s."""
         if self._stderr is None:
@@ -642,13 +661,14 @@ class _StderrLog(asyncio.Protocol):
         self.label = label
         self.buffer = b""
         self.eof = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.BaseTransport | None = None
 
     async def open(self) -> Any:
         """A pipe whose write end (returned, for the child) feeds this protocol."""
         read_fd, write_fd = os.pipe()
         loop = asyncio.get_running_loop()
         try:
-            await loop.connect_read_pipe(lambda: self, os.fdopen(read_fd, "rb", buffering=0))
+            self.transport, _ = await loop.connect_read_pipe(lambda: self, os.fdopen(read_fd, "rb", buffering=0))
         except BaseException:
             os.close(write_fd)
             raise
@@ -672,6 +692,11 @@ class _StderrLog(asyncio.Protocol):
 
     def _emit(self, line: bytes) -> None:
         log.debug("%s stderr: %s", self.label, line[:STDERR_LINE_LIMIT].decode(errors="replace").rstrip())
+
+    def close(self) -> None:
+        """Stop reading (a process that outlived its connection keeps the pipe open otherwise)."""
+        if self.transport is not None:
+            self.transport.close()
 
     async def wait_closed(self, seconds: float) -> bool:
         try:
@@ -767,3 +792,78 @@ async def mount_servers(
         await disposer()
         raise
     return disposer
+
+
+# -- the mcp-servers row ------------------------------------------------------------------------
+
+
+class ServersFileConfig(BaseModel):
+    """The ``mcp-servers`` row: ``$DSH_HOME/mcp.json``, and the project's ``.mcp.json`` only when asked
+    (its commands come with whatever repository is checked out)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    includeProject: bool = False
+
+
+def servers_from_file(path: str) -> list[McpServerConfig]:
+    """The servers an ``{"mcpServers": {...}}`` file declares; a bad file raises naming it and the entry."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise McpConfigError(f"{path}: {exc}") from None
+    entries = document.get("mcpServers") if isinstance(document, dict) else None
+    if not isinstance(entries, dict):
+        raise McpConfigError(f'{path}: expected an object with an "mcpServers" object')
+    configs = []
+    for declared, entry in entries.items():
+        try:
+            configs.append(parse_config(_file_entry(normalize_server_name(declared), entry)))
+        except (McpConfigError, ValueError) as exc:
+            raise McpConfigError(f'{path}: server "{declared}": {exc}') from None
+    return configs
+
+
+def _file_entry(name: str, entry: Any) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise McpConfigError("expected an object")
+    kind = entry.get("type", "stdio")
+    rest = {k: v for k, v in entry.items() if k != "type"}
+    if kind == "stdio":
+        return {"transport": "stdio", "serverName": name, **rest}
+    if kind == "http":
+        return {"transport": "streamable-http", "serverName": name, **rest}
+    raise McpConfigError(f"transport {kind} is not supported")
+
+
+class McpServersFile:
+    """The ``mcp-servers`` plugin: one server per entry of the MCP server files, later files winning."""
+
+    inject = ("tools",)
+    optional = ("system_prompt",)
+    Config = ServersFileConfig
+
+    def __init__(self, ctx: Context, config: ServersFileConfig) -> None:
+        self.ctx = ctx
+        self.config = config
+
+    async def start(self) -> None:
+        """Read the files, then mount every server (none fails the row; each reconnects on its own)."""
+        from pydsh.kernel.compose import dsh_home
+
+        paths = [str(dsh_home() / "mcp.json")]
+        if self.config.includeProject:
+            paths.append(os.path.join(os.getcwd(), ".mcp.json"))
+        merged: dict[str, McpServerConfig] = {}
+        for path in paths:
+            merged.update((c.serverName, c) for c in servers_from_file(path))
+        if not merged:
+            return
+        if not mcp_available():
+            _warn_missing()
+            return
+        await mount_servers(self.ctx, list(merged.values()))

@@ -34,7 +34,7 @@ from pydsh.tools.mcp import (
     project_content,
     public_tool_name,
 )
-from pydsh.tools.registry import TOOL_NAME
+from pydsh.tools.registry import TOOL_NAME, ToolDefinition
 from tests.tools.harness import Harness, harness, rows_of, text_of
 
 SERVER = mcp_server.__file__
@@ -54,12 +54,16 @@ def stdio(*args: str, name: str = "t", **overrides: Any) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def mounted(tmp_path: Path, *configs: dict[str, Any]) -> AsyncIterator[Harness]:
-    h = await harness(tmp_path, [("tools", None), *(("mcp-client", c) for c in configs)])
+async def mounted_rows(tmp_path: Path, *rows: tuple[str, Any]) -> AsyncIterator[Harness]:
+    h = await harness(tmp_path, [("tools", None), *rows])
     try:
         yield h
     finally:
         await h.close()
+
+
+def mounted(tmp_path: Path, *configs: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[Harness]:
+    return mounted_rows(tmp_path, *(("mcp-client", c) for c in configs))
 
 
 def names(h: Harness) -> list[str]:
@@ -73,9 +77,9 @@ def server_of(h: Harness, name: str = "t") -> McpServer:
     raise AssertionError(f"no mcp-client row {name}")
 
 
-async def until(check: Callable[[], bool], what: str) -> None:
+async def until(check: Callable[[], bool], what: str, polls: int = 2000) -> None:
     """Wait (bounded) until ``check()`` holds; the bound only guards against a hang."""
-    for _ in range(1000):
+    for _ in range(polls):
         if check():
             return
         await asyncio.sleep(0.01)
@@ -315,6 +319,16 @@ async def test_call_results_and_errors(tmp_path: Path) -> None:
         assert text_of(dotted) == "read.file ok"
 
 
+async def test_garbage_on_stdout_is_logged_and_the_connection_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with mounted(tmp_path, stdio()) as h:
+        with caplog.at_level(logging.WARNING, "pydsh.tools.mcp"):
+            assert text_of(await h.call("mcp__t__noise", {})) == "noisy"
+            await until(lambda: "mcp-client(t): transport error" in caplog.text, "the warning")
+        assert text_of(await h.call("mcp__t__echo", {"text": "still"})) == "still"
+
+
 async def test_abort_cancels_the_call_and_the_server_keeps_serving(tmp_path: Path) -> None:
     async with mounted(tmp_path, stdio()) as h:
         call = asyncio.ensure_future(h.call("mcp__t__hang", {}))
@@ -380,13 +394,18 @@ async def test_list_changed_adds_and_removes_a_tool_and_the_model_is_told(tmp_pa
 async def test_failed_resync_keeps_the_old_tools(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     flag = tmp_path / "refuse-listing"
     async with mounted(tmp_path, stdio("--fail-list-if-exists", str(flag))) as h:
+        assert text_of(await h.call("mcp__t__toggle", {})) == "added extra"
+        await until(lambda: "mcp__t__extra" in names(h), "the re-sync")
         before = names(h)
         flag.touch()
         with caplog.at_level(logging.WARNING, "pydsh.tools.mcp"):
-            assert text_of(await h.call("mcp__t__toggle", {})) == "added extra"
+            assert text_of(await h.call("mcp__t__toggle", {})) == "removed extra"
             await until(lambda: "re-sync failed" in caplog.text, "the failed re-sync")
         assert names(h) == before
         assert "mcp-client(t): tool re-sync failed, keeping the previous tools" in caplog.text
+        gone = await h.call("mcp__t__extra", {})
+        assert text_of(gone) == 'Error: mcp-client(t): tool "extra" failed: unknown tool extra'
+        assert gone.error == {"name": "ToolError", "code": "MCP_ERROR"}
 
 
 async def test_a_tool_list_changing_mid_call_still_answers(tmp_path: Path) -> None:
@@ -434,6 +453,64 @@ async def test_exhausted_reconnects_unregister_the_tools(tmp_path: Path, caplog:
             "mcp-client(t): giving up after 3 consecutive failed reconnect attempts — tools unregistered; "
             "reload the plugin or restart to reconnect"
         ) in caplog.text
+
+
+async def test_a_connection_that_stayed_up_resets_the_attempt_budget(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with mounted(tmp_path, stdio(reconnect=FAST)) as h:
+        server = server_of(h)
+        with caplog.at_level(logging.WARNING, "pydsh.tools.mcp"):
+            for _ in range(2):
+                await h.call("mcp__t__crash", {})
+                await until(lambda: server.session is None, "the drop")
+                await until(lambda: server.session is not None, "the reconnect")
+                await asyncio.sleep(FAST["maxDelayMs"] / 1000 * 1.5)
+        assert caplog.text.count("connection lost; reconnecting in 20ms (attempt 1/3)") == 2
+        assert "attempt 2/3" not in caplog.text
+
+
+async def test_reconnect_disabled_keeps_failing_tools(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with mounted(tmp_path, stdio(reconnect={"enabled": False})) as h:
+        server = server_of(h)
+        with caplog.at_level(logging.ERROR, "pydsh.tools.mcp"):
+            await h.call("mcp__t__crash", {})
+            await until(lambda: "reconnect is disabled" in caplog.text, "the error")
+        assert "mcp__t__echo" in names(h) and server.session is None
+        assert text_of(await h.call("mcp__t__echo", {"text": "x"})) == "Error: mcp-client(t): server is disconnected"
+        assert caplog.text.count("mcp-client(t): connection ended and reconnect is disabled") == 1
+
+
+async def test_no_reconnect_while_the_old_server_lives_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    pidfile = tmp_path / "orphan.pid"
+    async with mounted(tmp_path, stdio("--orphan-pidfile", str(pidfile), reconnect=FAST)) as h:
+        orphan = int(pidfile.read_text())
+        try:
+            with caplog.at_level(logging.WARNING, "pydsh.tools.mcp"):
+                await h.call("mcp__t__crash", {})
+                await until(lambda: "did not exit" in caplog.text, "the refusal", polls=4000)
+            assert "reconnecting in" not in caplog.text
+            assert server_of(h).session is None
+        finally:
+            os.kill(orphan, signal.SIGKILL)
+    assert (
+        "mcp-client(t): the server process did not exit within 5s of closing its connection — not reconnecting "
+        "(never two server processes for one name)"
+    ) in caplog.text
+
+
+async def test_a_conflicting_tool_rolls_back_to_no_tools(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    h = await harness(tmp_path, [("tools", None)])
+    try:
+        taken = ToolDefinition("mcp__t__echo", "not from the server", {"type": "object"}, lambda args, exec: "mine")
+        h.tools.register(h.kernel.ctx, taken)
+        with caplog.at_level(logging.ERROR, "pydsh.tools.mcp"):
+            unmount = await mount_servers(h.kernel.ctx, [stdio()])
+        assert names(h) == ["mcp__t__echo"] and h.tools.lookup(None, "mcp__t__echo") is taken
+        assert "mcp-client(t): tool registration failed, no tools registered: " in caplog.text
+        await unmount()
+    finally:
+        await h.close()
 
 
 async def test_hanging_server_is_killed_on_close(tmp_path: Path) -> None:
@@ -529,6 +606,56 @@ async def test_mount_servers_into_an_agent_scope(tmp_path: Path) -> None:
         assert [d.name for d in registry.definitions("session-scope") if d.name.startswith("mcp__")] == []
     finally:
         await h.close()
+
+
+async def test_unmounting_leaves_nothing_behind(tmp_path: Path) -> None:
+    h = await harness(tmp_path, [("tools", None)])
+    try:
+        scope = create_scope(h.kernel.ctx, "session-scope")
+        await (await mount_servers(scope.ctx, [stdio("--instructions", "hi")]))()
+        fds, tasks = set(os.listdir("/proc/self/fd")), asyncio.all_tasks()
+        effects = len(scope.ctx.fiber._effects)
+        for _ in range(2):
+            unmount = await mount_servers(scope.ctx, [stdio("--instructions", "hi")])
+            await unmount()
+        await asyncio.sleep(0)
+        assert set(os.listdir("/proc/self/fd")) == fds
+        assert asyncio.all_tasks() == tasks
+        assert len(scope.ctx.fiber._effects) == effects
+    finally:
+        await h.close()
+
+
+def write_servers(path: Path, servers: dict[str, Any]) -> None:
+    path.write_text(json.dumps({"mcpServers": servers}))
+
+
+async def test_servers_files(
+    tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    entry = {"command": sys.executable, "args": [SERVER, "--instructions", "from home"]}
+    write_servers(isolated_home / "mcp.json", {"docs": entry, "my server": {**entry, "args": [SERVER, "--no-tools"]}})
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    override = {"command": sys.executable, "args": [SERVER, "--instructions", "from project"]}
+    write_servers(project / ".mcp.json", {"docs": override})
+    async with mounted_rows(tmp_path, ("mcp-servers", None)) as h:
+        assert "mcp__docs__echo" in names(h)
+        prompt = h.kernel.ctx.require("system_prompt")
+        text = prompt.render(await prompt.assemble(h.agent))
+        assert "### MCP server: docs\n\nfrom home" in text
+    async with mounted_rows(tmp_path, ("mcp-servers", {"includeProject": True})) as h:
+        prompt = h.kernel.ctx.require("system_prompt")
+        assert "### MCP server: docs\n\nfrom project" in prompt.render(await prompt.assemble(h.agent))
+    write_servers(project / ".mcp.json", {"old": {"type": "sse", "url": "http://127.0.0.1:1/sse"}})
+    kernel = Kernel()
+    await kernel.load(rows_of([("tools", None), ("mcp-servers", {"includeProject": True})]))
+    try:
+        (failed,) = kernel.loader.failures
+        assert str(failed.error) == f'{project / ".mcp.json"}: server "old": transport sse is not supported'
+    finally:
+        await kernel.dispose()
 
 
 def test_the_readme_example_row_is_valid() -> None:
