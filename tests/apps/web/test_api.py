@@ -294,9 +294,7 @@ async def test_workspaces_settings_and_info(web: Web, tmp_path: Any) -> None:
     missing = await web.post("/api/known-workspaces", {"path": str(tmp_path / "missing")})
     assert missing.status_code == 422 and missing.json()["error"]["code"] == "not_a_directory"
     wid = added.json()["workspace"]["workspaceId"]
-    assert (
-        await web.client.request("DELETE", f"/api/known-workspaces/{wid}", headers={"Content-Type": "application/json"})
-    ).status_code == 204
+    assert (await web.delete(f"/api/known-workspaces/{wid}")).status_code == 204
     assert other.is_dir()
     assert [w["path"] for w in (await web.client.get("/api/known-workspaces")).json()["workspaces"]] == [
         str(web.workspace)
