@@ -26,6 +26,7 @@ from pydsh.agent.registry import AgentHandle, AgentRegistry, CreateAgentOptions
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.fanout import Frame, Subscriber, Topic
 from pydsh.apps.web.summary import SummaryFold, fold_events, workspace_id
+from pydsh.apps.web.team import lead_of, team_view
 from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.kernel.fiber import Disposer
@@ -129,6 +130,10 @@ class WebHub:
             ctx.on("agent/status", self._on_status),
             ctx.on("agent/assistant-stream", self._on_stream),
         ]
+        if ctx.get("agent_teams") is not None:
+            from pydsh.teams.service import ROUTES_CHANGED
+
+            self._listeners.append(ctx.on(ROUTES_CHANGED, self._mark_team))
         projections = ctx.get("session_projections")
         if projections is not None:
             self._listeners.append(projections.on_changed(ctx, self._on_projection))
@@ -616,6 +621,8 @@ class WebHub:
             self._mark_projection(session.id, {"title", "todos", "sessionStats", "modelSelection", "permissionPreset"})
             if session.header.get("origin") == "subagent" or etype == "subagent/catalog":
                 self._mark_agents(session)
+            if etype.startswith("team/"):
+                self._mark_team(session.id)
         except Exception:
             log.warning("web fan-out of a session event failed", exc_info=True)
 
@@ -626,6 +633,9 @@ class WebHub:
         self._mark_index(agent.id)
         if agent.session.header.get("origin") == "subagent":
             self._mark_agents(agent.session)
+            lead = lead_of(self, agent.id)
+            if lead is not None:
+                self._mark_team(lead)
 
     def _on_stream(self, payload: dict[str, Any]) -> None:
         frame = payload["frame"]
@@ -702,6 +712,15 @@ class WebHub:
         if not self.sessions_topic.has(root):
             return
         self._later(f"agents:{root}", PROJECTION_INTERVAL_S, lambda: self._spawn_agents(root))
+
+    def _mark_team(self, lead_id: str) -> None:
+        if self.sessions_topic.has(lead_id):
+            self._later(f"team:{lead_id}", PROJECTION_INTERVAL_S, lambda: self._send_team(lead_id))
+
+    def _send_team(self, lead_id: str) -> None:
+        team = team_view(self, lead_id)
+        if team is not None:
+            self.sessions_topic.publish(lead_id, ("team", team, None))
 
     def _spawn_agents(self, root: str) -> None:
         async def send() -> None:
