@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +63,6 @@ async def test_the_tree_names_the_subagent_with_its_model_and_outcome(web: Web) 
     pushed = [f for f in await asyncio.wait_for(frames, 10) if f[0] == "agents"]
     assert pushed[-1][1]["root"]["children"][0]["name"] == "reviewer"
     tree = await web.client.get(f"/api/sessions/{lead}/log", params={"tree": "1"})
-    import io
-    import zipfile
-
     names = zipfile.ZipFile(io.BytesIO(tree.content)).namelist()
     assert sorted(names) == sorted(f"{sid}.session.v4.jsonl" for sid in (lead, child["sessionId"]))
 
@@ -89,7 +88,7 @@ async def test_the_team_panel_shows_members_and_tasks(isolated_home: Path, tmp_p
         [task] = team["tasks"]
         assert task["subject"] == "Grade the work" and task["status"] == "pending"
         hello = await read_stream(web, lead, lambda fs: any(f[0] == "team" for f in fs))
-        assert [f for f in hello if f[0] == "team"][0][1] == team
+        assert next(f for f in hello if f[0] == "team")[1] == team
 
 
 async def test_without_teams_there_is_no_team_panel(web: Web) -> None:
