@@ -577,7 +577,7 @@ async def _frames(replay: list[Frame], sub: Subscriber, after: int | None) -> As
     for frame in replay:
         out = _encode(frame, last)
         if out is not None:
-            last = max(last, frame[2] or -1)
+            last = last if frame[2] is None else max(last, frame[2])
             yield out
     while True:
         batch = await sub.next_batch(PING_S)
@@ -588,7 +588,7 @@ async def _frames(replay: list[Frame], sub: Subscriber, after: int | None) -> As
         for frame in batch:
             out = _encode(frame, last)
             if out is not None:
-                last = max(last, frame[2] or -1)
+                last = last if frame[2] is None else max(last, frame[2])
                 yield out
 
 
