@@ -15,6 +15,7 @@ import os
 import time
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,7 @@ PROJECTION_INTERVAL_S = 0.1
 INDEX_INTERVAL_S = 0.25
 INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
 PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
+READ_CACHE = 2
 METER_KEYS = ("tokenUsage", "contextPressure", "contextBreakdown")
 
 
@@ -102,6 +104,7 @@ class WebHub:
         self.settled: set[str] = set()
         self._folds: dict[str, SummaryFold] = {}
         self._offline: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._reads: OrderedDict[str, tuple[int, Session]] = OrderedDict()
         self._inflight: dict[str, list[dict[str, Any]]] = {}
         self._opening: dict[str, asyncio.Task[Agent]] = {}
         self._dirty_projection: dict[str, set[str]] = {}
@@ -248,10 +251,35 @@ class WebHub:
         return handle.agent
 
     async def read(self, session_id: str) -> Session:
-        """The live session, else its stored log (read only, never made live)."""
+        """The live session, else its stored log (read only, never made live).
+
+        The last few stored reads are kept while their log's size is unchanged, so opening a
+        session (its summary, its tail, its stream) reads a long log once.
+        """
         live = self.store.get(session_id)
         if live is not None:
             return live
+        persistence = self.ctx.get("session_persistence")
+        revision = None
+        if persistence is not None:
+            try:
+                revision = (await persistence.stat(session_id))["revision"]
+            except SessionPersistenceNotFoundError:
+                raise not_found(f'Session "{session_id}"') from None
+            except SessionError as exc:
+                raise ApiError(409, "session_unreadable", f"Session {session_id} cannot be read: {exc}") from None
+            cached = self._reads.get(session_id)
+            if cached is not None and cached[0] == revision:
+                self._reads.move_to_end(session_id)
+                return cached[1]
+        session = await self._read_stored(session_id)
+        if revision is not None:
+            self._reads[session_id] = (revision, session)
+            while len(self._reads) > READ_CACHE:
+                self._reads.popitem(last=False)
+        return session
+
+    async def _read_stored(self, session_id: str) -> Session:
         query = self.ctx.require("session_query")
         try:
             read = await query.read_session(session_id)
