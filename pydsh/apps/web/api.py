@@ -327,10 +327,10 @@ class Api:
         body = await read_body(request, CreateBody)
         if body.prompt is not None:
             check_prompt(body.prompt)
-        model = body.model.model_dump(exclude_none=True) if body.model is not None else None
-        agent = await self.hub.create_session(
-            self.state.expand(body.cwd), body.agentPreset, body.permissionPreset, model
-        )
+        default_preset, default_model = self.state.new_session_defaults()
+        model = body.model.model_dump(exclude_none=True) if body.model is not None else default_model
+        preset = body.permissionPreset or default_preset
+        agent = await self.hub.create_session(self.state.expand(body.cwd), body.agentPreset, preset, model)
         out: dict[str, Any] = {}
         if body.prompt is not None:
             p = body.prompt

@@ -2,8 +2,9 @@
 providers and keys, log files (spec 12 §2, §3.8, §5, §7).
 
 Files under ``$DSH_HOME/web/``: ``secret`` (cookie key), ``settings.json`` (revisioned UI
-preferences), ``known-workspaces.json``. Provider entries go to the ``web`` profile's
-``patch.yml``; keys to ``$DSH_HOME/credentials.json`` (0600) and are never read back out.
+preferences), ``known-workspaces.json``. Provider entries and the default route (shared with the
+command line) go to the ``web`` profile's ``patch.yml``; keys to ``$DSH_HOME/credentials.json``
+(0600) and are never read back out.
 """
 
 from __future__ import annotations
@@ -338,6 +339,9 @@ class WebState:
         values = {**current["values"], **changes}
         out = {"revision": current["revision"] + 1, "values": values}
         write_json(self._settings_file, out)
+        if {"models.defaultProvider", "models.defaultModel"} & set(changes) and values["models.defaultModel"]:
+            route = {"provider": values["models.defaultProvider"], "model": values["models.defaultModel"]}
+            self._patch_row("agent-default-model", lambda config: {**config, **route})
         return out
 
     # -- providers and keys ---------------------------------------------------------------------
@@ -394,6 +398,9 @@ class WebState:
                 entry["name"] = body.label
             if body.models:
                 entry["models"] = [_model_entry(m) for m in body.models]
+                efforts = list(dict.fromkeys(e for m in body.models for e in m.efforts))
+                if efforts:
+                    entry["reasoning"] = {"efforts": efforts}
             self._patch_providers(lambda rows: [*(r for r in rows if r.get("id") != pid), entry])
         view: dict[str, Any] = {"id": pid, "kind": body.kind, "label": body.label or pid}
         source = self.key_source(pid)
@@ -417,7 +424,15 @@ class WebState:
         write_json(path, stored)
 
     def _patch_providers(self, change: Any) -> None:
-        """Rewrite the ``llm-openai-compat`` op of the profile's ``patch.yml`` (other ops kept)."""
+        """Rewrite the provider list of the ``llm-openai-compat`` op in the profile's ``patch.yml``."""
+
+        def edit(config: dict[str, Any]) -> dict[str, Any]:
+            return {**config, "providers": change(list(config.get("providers") or []))}
+
+        self._patch_row("llm-openai-compat", edit)
+
+    def _patch_row(self, row_id: str, edit: Any) -> None:
+        """Rewrite the config of ``row_id``'s op in the profile's ``patch.yml`` (other ops kept; atomic)."""
         import yaml
 
         from pydsh.kernel.profiles import profile_dir
@@ -429,18 +444,26 @@ class WebState:
             ops = []
         if not isinstance(ops, list):
             raise ApiError(409, "patch_unreadable", "The profile's patch.yml is not a list of operations.")
-        op = next((o for o in ops if isinstance(o, dict) and o.get("id") == "llm-openai-compat"), None)
-        rows = list(((op or {}).get("config") or {}).get("providers") or [])
-        rows = change(rows)
+        op = next((o for o in ops if isinstance(o, dict) and o.get("id") == row_id and "config" in o), None)
         if op is None:
-            ops.append({"id": "llm-openai-compat", "config": {"providers": rows}})
-        else:
-            op["config"] = {**(op.get("config") or {}), "providers": rows}
+            op = {"id": row_id, "config": {}}
+            ops.append(op)
+        op["config"] = edit(dict(op.get("config") or {}))
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".patch.yml.")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             yaml.safe_dump(ops, out, sort_keys=False)
         os.replace(tmp, path)
+
+    def new_session_defaults(self) -> tuple[str | None, dict[str, Any] | None]:
+        """The permission preset and route a new session starts with when the page sends none (F9)."""
+        values = self.settings()["values"]
+        model = None
+        if values["models.defaultProvider"] and values["models.defaultModel"]:
+            model = {"provider": values["models.defaultProvider"], "model": values["models.defaultModel"]}
+            if values["models.defaultEffort"]:
+                model["effort"] = values["models.defaultEffort"]
+        return values["general.defaultPermissionPreset"], model
 
     # -- logs and client errors -----------------------------------------------------------------
 
@@ -526,8 +549,6 @@ def _model_entry(model: ProviderModel) -> dict[str, Any]:
         entry["name"] = model.label
     if model.contextWindow:
         entry["contextWindow"] = model.contextWindow
-    if model.efforts:
-        entry["reasoning"] = {"efforts": model.efforts}
     return entry
 
 
