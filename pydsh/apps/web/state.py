@@ -214,17 +214,25 @@ class WebState:
                 "agentMessage": self.agent_message_composed(),
                 "directoryBrowser": False,
             },
+            "unavailablePlugins": self.unavailable_plugins(),
         }
+
+    def unavailable_plugins(self) -> list[dict[str, str]]:
+        """Rows of the composition that failed to load, for Settings → About (D4)."""
+        loader = self.ctx.runtime.loader
+        return [
+            {"id": f.row_id, "plugin": f.plugin_name, "reason": _first_line(f.error)}
+            for f in loader.failures
+            if f.error is not None
+        ]
 
     def teams_composed(self) -> bool:
         return self.ctx.get("agent_teams") is not None
 
     def agent_message_composed(self) -> bool:
+        """Whether the ``agent-message`` plugin (09) registered its global ``send_agent_message`` tool."""
         tools = self.ctx.get("tools")
-        names = getattr(tools, "names", None)
-        if callable(names):
-            return "send_agent_message" in names()
-        return False
+        return tools is not None and tools.lookup(None, "send_agent_message") is not None
 
     def _load_panels(self, config: Config) -> list[Panel]:
         """Built-in optional panels when their feature is composed, then configured ones (D2)."""
@@ -555,6 +563,11 @@ def _model_entry(model: ProviderModel) -> dict[str, Any]:
 def _one_line(exc: BaseException) -> str:
     """The user-facing reason: one sentence, no path or stack (those go to the server log, D4)."""
     return f"its server part failed to load ({type(exc).__name__})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _read_log(directory: Path) -> bytes | None:

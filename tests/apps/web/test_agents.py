@@ -123,3 +123,21 @@ async def test_a_panel_whose_server_part_fails_is_unavailable_alone(isolated_hom
         sid = (await web.new_session("chat still works"))["session"]["sessionId"]
         await web.idle(sid)
         assert (await web.client.get("/api/sessions")).json()["sessions"][0]["stats"]["turns"] == 1
+
+
+async def test_cross_session_messages_add_the_messages_panel(isolated_home: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pydsh_agent_message", reason="the agent-message plugin distribution is not installed")
+    patch = [{"insert": [{"id": "agent-message", "name": "agent-message"}]}]
+    async for web in open_web([{"text": "hi"}], isolated_home, tmp_path, patches=[patch]):
+        info = (await web.client.get("/api/info")).json()
+        assert info["features"]["agentMessage"] is True and info["unavailablePlugins"] == []
+        panels = (await web.client.get("/api/ui/panels")).json()["panels"]
+        assert panels == [{"id": "messages", "url": "/static/v0.1.0/messages.js", "status": "ready"}]
+
+
+async def test_a_row_that_fails_to_load_is_listed_for_settings_about(isolated_home: Path, tmp_path: Path) -> None:
+    patch = [{"insert": [{"id": "broken-row", "name": "no-such-plugin-anywhere"}]}]
+    async for web in open_web([{"text": "hi"}], isolated_home, tmp_path, patches=[patch]):
+        failed = (await web.client.get("/api/info")).json()["unavailablePlugins"]
+        assert [(f["id"], f["plugin"]) for f in failed] == [("broken-row", "no-such-plugin-anywhere")]
+        assert "\n" not in failed[0]["reason"]
