@@ -354,9 +354,9 @@ class WebState:
 
     # -- providers and keys ---------------------------------------------------------------------
 
-    def key_source(self, provider: str) -> str | None:
+    def key_source(self, provider: str, env: str | None = None) -> str | None:
         """``env`` or ``credentials`` when a key is configured (the key itself never leaves)."""
-        env = KEY_ENV.get(provider)
+        env = env or KEY_ENV.get(provider)
         if env and os.environ.get(env, "").strip():
             return "env"
         stored = read_json(self.home / "credentials.json", {})
@@ -375,12 +375,13 @@ class WebState:
             except Exception:
                 log.warning("listing the models of %s failed", pid, exc_info=True)
                 catalog = []
-            source = self.key_source(pid)
+            keyless, env = _key_env(llm.adapter_for(pid), pid)
+            source = self.key_source(pid, env)
             entry: dict[str, Any] = {
                 "id": pid,
                 "label": info.get("name") or pid,
                 "kind": "deepseek" if pid == "deepseek-official" else "openai-compatible",
-                "configured": source is not None or pid not in KEY_ENV,
+                "configured": source is not None or keyless,
             }
             if source is not None:
                 entry["keySource"] = source
@@ -542,12 +543,26 @@ def _allowed(key: str, value: Any) -> bool:
     return value in rule
 
 
+def _key_env(adapter: Any, provider: str) -> tuple[bool, str | None]:
+    """``(works without a key, the key's environment variable)`` of a route, from its adapter's config."""
+    routes = getattr(adapter, "providers", None)
+    if isinstance(routes, dict) and provider in routes:
+        env = getattr(routes[provider], "apiKeyEnv", None)
+        return env is None, env
+    config = getattr(adapter, "config", None)
+    env = getattr(config, "apiKeyEnv", None)
+    if isinstance(env, str):
+        return False, env
+    return True, None
+
+
 def _model_view(info: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"id": info["id"], "label": info.get("name") or info["id"]}
-    window = (info.get("context") or {}).get("window") or (info.get("context") or {}).get("input")
+    window = (info.get("context") or {}).get("contextWindow")
     if window:
         out["contextWindow"] = window
-    out["efforts"] = list((info.get("reasoning") or {}).get("efforts") or [])
+    efforts = (info.get("reasoning") or {}).get("efforts") or []
+    out["efforts"] = [e["id"] if isinstance(e, dict) else str(e) for e in efforts]
     return out
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.apps.web.conftest import JSON, Web
+from tests.apps.web.conftest import JSON, Web, open_web
 
 ESCALATE = {
     "tool_calls": [
@@ -468,3 +468,38 @@ async def test_an_openai_compatible_provider_goes_to_the_profile_patch(web: Web,
     assert (await web.delete("/api/providers/local")).status_code == 204
     rows = {r.id: r for r in compose_profile("web", []).rows}
     assert rows["llm-openai-compat"].config["providers"] == []
+
+
+EFFORT_PROVIDERS = [
+    {
+        "id": "deepseek-official",
+        "name": "Scripted",
+        "models": [{"id": "deepseek-v4-flash", "contextWindow": 128000, "reasoningEfforts": ["low", "high"]}],
+    }
+]
+
+
+async def test_models_list_effort_ids_and_a_change_names_one(isolated_home: Any, tmp_path: Any) -> None:
+    async for web in open_web([{"text": "hi"}], isolated_home, tmp_path, providers=EFFORT_PROVIDERS):
+        providers = (await web.client.get("/api/models")).json()["providers"]
+        provider = next(p for p in providers if p["id"] == "deepseek-official")
+        assert provider["models"] == [
+            {
+                "id": "deepseek-v4-flash",
+                "label": "deepseek-v4-flash",
+                "contextWindow": 128000,
+                "efforts": ["low", "high"],
+            }
+        ]
+        assert provider["configured"] is True  # the scripted route needs no key
+        openai = next(p for p in providers if p["id"] == "deepseek-openai")
+        assert openai["configured"] is False and "keySource" not in openai
+        sid = (await web.new_session())["session"]["sessionId"]
+        route = {"provider": "deepseek-official", "model": "deepseek-v4-flash", "effort": "high"}
+        assert (await web.put(f"/api/sessions/{sid}/model", route)).json() == {"model": route}
+        wrong = await web.put(f"/api/sessions/{sid}/model", {**route, "effort": "ludicrous"})
+        assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "unknown_effort"
+        events = web.host.ctx.require("sessions").get(sid).events
+        assert [e["data"] for e in events if e["type"] == "model/selection"] == [
+            {"provider": "deepseek-official", "model": "deepseek-v4-flash", "reasoningEffort": "high"}
+        ]
