@@ -198,6 +198,7 @@ def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str]) -> Guar
         Route("/api/sessions/{id}/questions/{requestId}", api.answer, methods=["POST"]),
         Route("/api/sessions/{id}/agents", api.agents),
         Route("/api/sessions/{id}/team", api.team),
+        Route("/api/sessions/{id}/messages", api.messages),
         Route("/api/sessions/{id}/log", api.log),
         Route("/api/models", api.models),
         Route("/api/providers", api.add_provider, methods=["POST"]),
@@ -480,6 +481,16 @@ class Api:
         if not self.state.teams_composed():
             raise ApiError(404, "feature_unavailable", "Agent Teams is not composed in this profile.")
         return JSONResponse(team_view(self.hub, sid) or {"members": [], "tasks": []})
+
+    async def messages(self, request: Request) -> Response:
+        """Outgoing cross-session messages and their delivery state (404 unless agent-message is composed)."""
+        from pydsh.apps.web.messages import delivery
+
+        sid = request.path_params["id"]
+        await self.hub.read(sid)
+        if not self.state.agent_message_composed():
+            raise ApiError(404, "feature_unavailable", "Cross-session messages are not composed in this profile.")
+        return JSONResponse(await delivery(self.hub, sid))
 
     async def log(self, request: Request) -> Response:
         """The stored v4 JSONL of a session (or a ZIP of its tree with ``?tree=1``), as an attachment."""
