@@ -45,6 +45,7 @@ INDEX_INTERVAL_S = 0.25
 INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
 PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
 READ_CACHE = 2
+PERMISSION_PRESETS = ("read-only", "workspace-write", "danger-full-access")
 METER_KEYS = ("tokenUsage", "contextPressure", "contextBreakdown")
 
 
@@ -201,19 +202,22 @@ class WebHub:
             options = AgentOptions(
                 provider=model["provider"], model=model["model"], reasoning_effort=model.get("effort")
             )
+        if agent_preset is not None and agent_preset not in self._roster_ids():
+            raise ApiError(422, "unknown_agent_preset", f'Unknown agent preset "{agent_preset}".')
+        if permission_preset is not None and permission_preset not in PERMISSION_PRESETS:
+            raise ApiError(422, "unknown_preset", f'Unknown permission preset "{permission_preset}".')
+        opts = CreateAgentOptions(
+            cwd=cwd, agent_options=options, agent_preset=header_preset(self.ctx, agent_preset), setup=self._setup()
+        )
         try:
-            preset = header_preset(self.ctx, agent_preset)
+            handle = await self.agents.create(opts)
         except RemoteError as exc:
             raise ApiError(422, "unknown_agent_preset", str(exc)) from None
-        if agent_preset is not None and self._roster_ids() and agent_preset not in self._roster_ids():
-            raise ApiError(422, "unknown_agent_preset", f'Unknown agent preset "{agent_preset}".')
-        handle = await self.agents.create(
-            CreateAgentOptions(cwd=cwd, agent_options=options, agent_preset=preset, setup=self._setup())
-        )
         agent = handle.agent
         self.handles[agent.id] = handle
         if permission_preset is not None:
             self.set_permission(agent, permission_preset)
+        self._mark_index(agent.id)
         return agent
 
     def _roster_ids(self) -> set[str]:
@@ -237,6 +241,8 @@ class WebHub:
         return await asyncio.shield(task)
 
     async def _resume(self, session_id: str) -> Agent:
+        if (await self.read(session_id)).header.get("origin") == "subagent":
+            raise ApiError(409, "member_session", "Member sessions are resumed by their agents, not from the page.")
         try:
             handle = await self.agents.resume(session_id, setup=self._setup())
         except SessionPersistenceNotFoundError:
@@ -487,19 +493,23 @@ class WebHub:
         agent = self.agents.get(session_id)
         queued = []
         inbox = getattr(agent, "inbox", None)
-        if inbox is not None:
-            for mode, messages in (("queue", inbox.next_turn), ("steer", inbox.next_step)):
-                for message in messages:
-                    if message.get("source", {}).get("kind") != "user":
-                        continue
-                    queued.append(
-                        {
-                            "messageId": message["id"],
-                            "text": "".join(b.get("text", "") for b in message["content"]),
-                            "mode": mode,
-                            "createdAt": self._folds[session_id].updated_at if session_id in self._folds else 0,
-                        }
-                    )
+        if inbox is not None and agent is not None:
+            waiting = [
+                (mode, m)
+                for mode, messages in (("queue", inbox.next_turn), ("steer", inbox.next_step))
+                for m in messages
+                if m.get("source", {}).get("kind") == "user"
+            ]
+            times = _insert_times(agent.session.events, {m["id"] for _mode, m in waiting})
+            for mode, message in waiting:
+                queued.append(
+                    {
+                        "messageId": message["id"],
+                        "text": "".join(b.get("text", "") for b in message["content"]),
+                        "mode": mode,
+                        "createdAt": times.get(message["id"], 0),
+                    }
+                )
         return {
             "approvals": [p.view() for p in self.approvals.values() if p.session_id == session_id],
             "questions": [q.view() for q in self.questions.values() if q.session_id == session_id],
@@ -772,6 +782,19 @@ class WebHub:
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("web agents update failed", exc_info=task.exception())
+
+
+def _insert_times(events: list[Event], ids: set[str]) -> dict[str, int]:
+    """When each of ``ids`` entered the inbox (the time of its splice), newest splices first."""
+    found: dict[str, int] = {}
+    for event in reversed(events):
+        if len(found) == len(ids):
+            break
+        if event["type"] == "agent/inbox/spliced":
+            for message in event["data"]["inserted"]:
+                if message["id"] in ids:
+                    found.setdefault(message["id"], int(event["time"]))
+    return found
 
 
 def _open_ask(events: list[Event], tool_name: str, call_id: str | None) -> str | None:
