@@ -10,7 +10,7 @@ import json
 import logging
 import mimetypes
 import zoneinfo
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -232,9 +232,6 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
 async def _internal(request: Request, exc: Exception) -> Response:
     log.error("request %s %s failed", request.method, request.url.path, exc_info=exc)
     return JSONResponse(error_body("internal", "The server failed to handle the request."), status_code=500)
-
-
-Handler = Callable[[Request], Awaitable[Response]]
 
 
 class Api:

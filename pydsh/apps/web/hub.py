@@ -16,7 +16,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from pydsh.agent.model_selection import ModelSelection
 from pydsh.agent.presets import RemoteError, header_preset, preset_setup
 from pydsh.agent.registry import AgentHandle, AgentRegistry, CreateAgentOptions
 from pydsh.apps.web.errors import ApiError, not_found
-from pydsh.apps.web.fanout import Frame, Subscriber, Topic
+from pydsh.apps.web.fanout import Subscriber, Topic
 from pydsh.apps.web.summary import SummaryFold, fold_events, workspace_id
 from pydsh.apps.web.team import lead_of, team_view
 from pydsh.kernel import services
@@ -94,9 +94,8 @@ def now_ms() -> int:
 class WebHub:
     """Everything the HTTP layer asks of the host, on the kernel's loop."""
 
-    def __init__(self, ctx: Context, first_workspace: str) -> None:
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.first_workspace = first_workspace
         self.sessions_topic = Topic()
         self.index_topic = Topic()
         self.handles: dict[str, AgentHandle] = {}
@@ -110,7 +109,6 @@ class WebHub:
         self._opening: dict[str, asyncio.Task[Agent]] = {}
         self._dirty_projection: dict[str, set[str]] = {}
         self._dirty_index: set[str] = set()
-        self._dirty_agents: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._listeners: list[Disposer] = []
         self._selections: weakref.WeakKeyDictionary[Agent, ModelSelection] = weakref.WeakKeyDictionary()
@@ -133,6 +131,7 @@ class WebHub:
             ctx.on("session/event", self._on_session_event),
             ctx.on("agent/status", self._on_status),
             ctx.on("agent/assistant-stream", self._on_stream),
+            ctx.on("agent/disposed", self._on_disposed),
         ]
         if ctx.get("agent_teams") is not None:
             from pydsh.teams.service import ROUTES_CHANGED
@@ -688,6 +687,15 @@ class WebHub:
             self._inflight.setdefault(sid, []).append(frame)
         self.sessions_topic.publish(sid, ("assistant-stream", frame, None))
 
+    def _on_disposed(self, payload: dict[str, Any]) -> None:
+        """Forget what was kept for a session that left memory (its log is read again if asked)."""
+        agent: Agent = payload["agent"]
+        self._folds.pop(agent.id, None)
+        self._inflight.pop(agent.id, None)
+        handle = self.handles.get(agent.id)
+        if handle is not None and handle.agent is agent:
+            del self.handles[agent.id]
+
     def _on_projection(self, session: Session, key: str, view: Any) -> None:
         if key in METER_KEYS:
             self._mark_projection(session.id, {key})
@@ -771,12 +779,6 @@ class WebHub:
 
         task = asyncio.ensure_future(send())
         task.add_done_callback(_log_failure)
-
-    async def replay(self, session_id: str, after: int) -> AsyncIterator[Frame]:
-        """Stored events after ``after`` of a session that is not live (read in a worker thread)."""
-        session = await self.read(session_id)
-        for event in session.events[after + 1 :]:
-            yield ("session-event", event, event["seq"])
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
