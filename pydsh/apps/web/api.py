@@ -339,8 +339,12 @@ class Api:
     async def session(self, request: Request) -> Response:
         sid = request.path_params["id"]
         session = await self.hub.read(sid)
+        summary = self.hub.summary(session)
+        subagents = self.hub.ctx.get("subagents")
+        if summary.get("parentSessionId") and subagents is not None:
+            summary["name"] = await subagents.full_name(sid)
         body = {
-            "session": self.hub.summary(session),
+            "session": summary,
             "header": session.header,
             "projections": self.hub.projections(session),
             "pending": self.hub.pending(sid),
