@@ -343,10 +343,12 @@ class Api:
         subagents = self.hub.ctx.get("subagents")
         if summary.get("parentSessionId") and subagents is not None:
             summary["name"] = await subagents.full_name(sid)
+        projections = self.hub.projections(session)
+        projections["compaction"] = await self.hub.compaction_budget(session)
         body = {
             "session": summary,
             "header": session.header,
-            "projections": self.hub.projections(session),
+            "projections": projections,
             "pending": self.hub.pending(sid),
             "lastSeq": session.seq,
         }

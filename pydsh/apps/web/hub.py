@@ -614,6 +614,24 @@ class WebHub:
             "permissionPreset": self.permission_of(session, fold),
         }
 
+    async def compaction_budget(self, session: Session) -> dict[str, int] | None:
+        """``{thresholdTokens, contextWindow}`` of the session's compaction trigger (F39's warning), if any."""
+        agent = self.agents.get(session.id)
+        roster = self.ctx.get("agent_presets")
+        engine = roster.service_for(agent, "compaction") if roster is not None and agent is not None else None
+        engine = engine or self.ctx.get("compaction")
+        budgets = getattr(engine, "budgets", None)
+        target = session.request_header()
+        if budgets is None or target is None:
+            return None
+        config = target["config"]
+        try:
+            found = await budgets(session, config["provider"], config["model"])
+        except Exception:
+            log.debug("no compaction budget for %s", session.id, exc_info=True)
+            return None
+        return {"thresholdTokens": int(found.threshold), "contextWindow": int(found.context_window)}
+
     # -- streams --------------------------------------------------------------------------------
 
     def subscribe(self, session_id: str) -> tuple[Subscriber, list[Event] | None, list[dict[str, Any]]]:
