@@ -41,6 +41,14 @@ from pydsh.testing.hosts import ScriptedHost, scripted_patch
 
 JSON = {"Content-Type": "application/json"}
 ANSWER = {"text": "done"}
+WIDE_WINDOW = [
+    {
+        "id": "deepseek-official",
+        "name": "DeepSeek (scripted)",
+        "models": [{"id": "deepseek-v4-flash", "contextWindow": 100_000_000}],
+    }
+]
+"""The seeding route: a window no long session reaches, so seeding never compacts."""
 
 
 def rss_mb(pid: int) -> float:
@@ -116,7 +124,9 @@ async def seed_long_session(home: Path, workspace: Path, events: int) -> tuple[s
     """A stored root session of at least ``events`` events; (its id, its event count)."""
     per_turn = 80
     turns = max(1, events // per_turn + 1)
-    async with ScriptedHost(tool_turns(turns), profile="web", cwd=workspace, dsh_home=home) as host:
+    async with ScriptedHost(
+        tool_turns(turns), profile="web", cwd=workspace, dsh_home=home, providers=WIDE_WINDOW
+    ) as host:
         agent = await host.create_agent()
         while len(agent.events) < events:
             await agent.run("Read hello.txt nine times, then say done.")

@@ -285,17 +285,13 @@ class WebHub:
         return session
 
     async def _read_stored(self, session_id: str) -> Session:
-        query = self.ctx.require("session_query")
         try:
-            read = await query.read_session(session_id)
+            session: Session = await self.ctx.require("session_query").read(session_id)
         except SessionPersistenceNotFoundError:
             raise not_found(f'Session "{session_id}"') from None
         except SessionError as exc:
             raise ApiError(409, "session_unreadable", f"Session {session_id} cannot be read: {exc}") from None
-        from pydsh.session.events import inherited_event_count
-
-        events = read["events"]
-        return Session(read["session"], events, inherited_event_count=inherited_event_count(events))
+        return session
 
     # -- prompts, queue, control ----------------------------------------------------------------
 
@@ -519,7 +515,7 @@ class WebHub:
 
     def _fold(self, session: Session) -> SummaryFold:
         fold = self._folds.get(session.id)
-        if fold is None or fold.last_seq > session.seq:
+        if fold is None or fold.last_seq != session.seq:
             fold = fold_events(session.events)
             self._folds[session.id] = fold
         return fold
@@ -599,7 +595,7 @@ class WebHub:
 
     def projections(self, session: Session) -> dict[str, Any]:
         """The projection values of ``GET /api/sessions/{id}``."""
-        fold = self._fold(session) if self.store.get(session.id) is not None else fold_events(session.events)
+        fold = self._fold(session)
         registry = self.ctx.get("session_projections")
         meter = registry.snapshot(session, METER_KEYS)["values"] if registry is not None else {}
         source = (session.fold(TITLE) or {}).get("source", {"kind": "fallback"})
