@@ -63,7 +63,7 @@ class PendingApproval:
     future: asyncio.Future[str] = field(repr=False)
 
     def view(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"approvalId": self.approval_id, "toolName": self.tool_name}
+        out: dict[str, Any] = {"approvalId": self.approval_id, "sessionId": self.session_id, "toolName": self.tool_name}
         if self.call_id is not None:
             out["callId"] = self.call_id
         if self.reason is not None:
@@ -718,6 +718,16 @@ class WebHub:
         self.sessions_topic.publish(session_id, ("pending", self.pending(session_id), None))
         self._mark_index(session_id)
 
+    def lineage(self, session_id: str) -> list[str]:
+        """``session_id`` and its live ancestors, nearest first."""
+        out = [session_id]
+        session = self.store.get(session_id)
+        while session is not None and session.header.get("origin") == "subagent" and len(out) < 100:
+            parent = str(session.header.get("parentSession"))
+            out.append(parent)
+            session = self.store.get(parent)
+        return out
+
     # -- coalescing -------------------------------------------------------------------------------
 
     def _later(self, key: str, delay: float, callback: Callable[[], None]) -> None:
@@ -764,13 +774,7 @@ class WebHub:
             self.index_topic.publish(INDEX, ("session", self.summary(session), None))
 
     def _mark_agents(self, session: Session) -> None:
-        root = session.id
-        seen = 0
-        current: Session | None = session
-        while current is not None and current.header.get("origin") == "subagent" and seen < 100:
-            root = str(current.header.get("parentSession"))
-            current = self.store.get(root)
-            seen += 1
+        root = self.lineage(session.id)[-1]
         if not self.sessions_topic.has(root):
             return
         self._later(f"agents:{root}", PROJECTION_INTERVAL_S, lambda: self._spawn_agents(root))
