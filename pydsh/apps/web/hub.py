@@ -704,6 +704,8 @@ class WebHub:
     def _on_disposed(self, payload: dict[str, Any]) -> None:
         """Forget what was kept for a session that left memory (its log is read again if asked)."""
         agent: Agent = payload["agent"]
+        if self.index_topic.has(INDEX) and agent.session.header.get("origin") != "subagent" and not self.stopping:
+            self.index_topic.publish(INDEX, ("session", self.summary(agent.session), None))
         self._folds.pop(agent.id, None)
         self._inflight.pop(agent.id, None)
         handle = self.handles.get(agent.id)
