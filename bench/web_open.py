@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -49,6 +50,14 @@ WIDE_WINDOW = [
     }
 ]
 """The seeding route: a window no long session reaches, so seeding never compacts."""
+RUNNING: list[subprocess.Popen[str]] = []
+"""Servers not stopped yet; killed at exit if a measurement fails half-way."""
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for proc in RUNNING:
+        proc.kill()
 
 
 def rss_mb(pid: int) -> float:
@@ -75,6 +84,7 @@ class Server:
             stderr=subprocess.DEVNULL,
             text=True,
         )
+        RUNNING.append(self.proc)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         self.url_after = time.perf_counter() - self.started
@@ -101,6 +111,7 @@ class Server:
         began = time.perf_counter()
         self.proc.terminate()
         self.proc.wait(timeout=15)
+        RUNNING.remove(self.proc)
         return time.perf_counter() - began
 
 
