@@ -236,8 +236,14 @@ class WebHub:
         if task is None:
             task = asyncio.ensure_future(self._resume(session_id))
             self._opening[session_id] = task
-            task.add_done_callback(lambda _t: self._opening.pop(session_id, None))
+            task.add_done_callback(lambda done: self._opened(session_id, done))
         return await asyncio.shield(task)
+
+    def _opened(self, session_id: str, task: asyncio.Task[Agent]) -> None:
+        """Forget a finished resume; its failure was raised to whoever waited for it."""
+        self._opening.pop(session_id, None)
+        if not task.cancelled():
+            task.exception()
 
     async def _resume(self, session_id: str) -> Agent:
         if (await self.read(session_id)).header.get("origin") == "subagent":
@@ -250,7 +256,7 @@ class WebHub:
             raise ApiError(
                 409, "session_owned_elsewhere", f'Session "{session_id}" is open in another pydsh process.'
             ) from None
-        except SessionError as exc:
+        except (SessionError, RemoteError) as exc:
             raise ApiError(409, "session_unavailable", f"Session {session_id} cannot be opened: {exc}") from None
         self.handles[session_id] = handle
         return handle.agent
