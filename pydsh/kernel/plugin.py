@@ -141,11 +141,13 @@ def _validate(row_id: str, info: PluginInfo, raw: object, origin: str) -> Any:
         if raw not in (None, {}):
             raise KernelError("CONFIG_INVALID", f'row "{row_id}": plugin {info.name} takes no config')
         return None
-    from pydantic import ValidationError
-
     try:
         return model.model_validate({} if raw is None else raw)
-    except ValidationError as exc:
+    except ValueError as exc:
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):
+            raise
         errors = exc.errors()
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}" for err in errors)
         if origin and any(err["type"] == "missing" for err in errors):

@@ -14,9 +14,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from pydsh.kernel.cancel import NEVER, AbortError, AbortSignal
+from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 

@@ -11,8 +11,7 @@ import asyncio
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionTitleInvalidError
 from pydsh.session.events import Event

@@ -28,8 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pydantic import BaseModel, ConfigDict
-
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.kernel.profiles import private_dir
 from pydsh.session.errors import (
