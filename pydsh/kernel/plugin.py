@@ -55,12 +55,12 @@ _ENTRY_POINTS: dict[str, str] | None = None
 
 
 def entry_point_table() -> dict[str, str]:
-    """``pydsh.plugins`` entry points (name -> value), read once per process."""
+    """``pydsh.plugins`` entry points (name -> value), read once per process (and cached across them)."""
     global _ENTRY_POINTS
     if _ENTRY_POINTS is None:
-        from importlib.metadata import entry_points
+        from pydsh.kernel.discovery import plugin_entry_points
 
-        _ENTRY_POINTS = {ep.name: ep.value for ep in entry_points(group="pydsh.plugins")}
+        _ENTRY_POINTS = plugin_entry_points()
     return _ENTRY_POINTS
 
 
