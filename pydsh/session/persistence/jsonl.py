@@ -20,7 +20,6 @@ import itertools
 import json
 import logging
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -444,7 +443,7 @@ class JsonlHandle:
         """Publish header and first batch atomically (temp file, fsync, link, directory fsyncs)."""
         header_line = json.dumps(self.header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         data = self.store.frame(header_line) + self.store.frame(payload)
-        tmp = self.path.with_name(f"{self.path.name}.{secrets.token_hex(6)}.tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{os.urandom(6).hex()}.tmp")
         try:
             private_dir(self.directory)
             self._lock()
