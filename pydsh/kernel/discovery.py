@@ -55,7 +55,7 @@ def plugin_entry_points() -> dict[str, str]:
     """``pydsh.plugins`` entry points (name -> value), from the cache when the installation is unchanged."""
     key = installed_key()
     path = cache_dir() / CACHE_FILE
-    cached = _read(path)
+    cached = read_json(path)
     if cached is not None and cached.get("key") == key and isinstance(cached.get("table"), dict):
         table = cached["table"]
         if all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
@@ -63,11 +63,12 @@ def plugin_entry_points() -> dict[str, str]:
     from importlib.metadata import entry_points
 
     table = {ep.name: ep.value for ep in entry_points(group=GROUP)}
-    _write(path, {"key": key, "table": table})
+    write_json(path, {"key": key, "table": table})
     return table
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A cache file's object, ``None`` when it is missing, unreadable or not a JSON object."""
     try:
         data = json.loads(path.read_bytes())
     except (OSError, ValueError):
@@ -75,7 +76,7 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
     """Replace ``path`` atomically; a cache that cannot be written is simply not kept."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
