@@ -40,6 +40,8 @@ BUILT_IN: dict[str, str] = {
     "@deepseek-ai/dsh-subagent-spawn-in-process": "the subagent row provides the spawn provider",
     "@deepseek-ai/dsh-subprocess-local": "tools start their processes themselves",
     "@deepseek-ai/dsh-tool-subagent-control/list-agents": "agent-messaging registers list_agents",
+    "@deepseek-ai/dsh-web": "tool-web fetches by itself",
+    "@deepseek-ai/dsh-web-fetch-http": "tool-web fetches over HTTP itself, with the same limits",
 }
 """Reference plugins whose role pydsh fills inside another row: named in the skip warning."""
 
@@ -121,6 +123,14 @@ KEYS: dict[str, dict[str, Key]] = {
     },
     "tool-subagent": {"agentPreset": INERT, "allowedAgentPresets": INERT, "modelSelectionSettings": INERT},
     "tool-todo": {"allowParallelInProgress": Key(native=True)},
+    "tool-web": {
+        "search": Key(native=False, hint="web_search is out of scope"),
+        "searchMaxResults": INERT,
+        "searchMaxQueries": INERT,
+        "searchTimeoutMs": INERT,
+        "fetchTimeoutMs": Key(hint="web_fetch has a 30000 ms budget and its own timeoutMs"),
+        "fetchMaxOutputChars": Key(to="maxOutputChars"),
+    },
     "tools": {"mode": Key(native="native", hint="pydsh calls tools natively"), "maxParallelSubCalls": INERT},
     "working-directory": {"defaultDirectory": Key(hint="sessions start in the cwd their frontend gives")},
 }

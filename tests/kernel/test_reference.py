@@ -92,6 +92,7 @@ async def test_a_reference_row_pydsh_lacks_is_skipped_with_one_warning_and_the_r
         ("permission", {"defaultPreset": "read-only"}, "mode", "read-only"),
         ("tool-fs-search", {"sampleOverCapGlobResults": True, "globMaxResults": 7}, "globMaxResults", 7),
         ("tool-subagent", {"provider": "spawn", "toolName": "delegate"}, "toolName", "delegate"),
+        ("tool-web", {"fetch": True, "fetchMaxOutputChars": 200000}, "maxOutputChars", 200000),
         (
             "system-prompt",
             {"personaPrefix": "Be brief.", "includeHarnessIdentity": False},
@@ -108,7 +109,12 @@ def test_reference_keys_pydsh_has_take_effect(name: str, config: dict[str, objec
 
 @pytest.mark.parametrize(
     ("name", "config"),
-    [("tools", {"mode": "native"}), ("tool-todo", {"allowParallelInProgress": True}), ("agent-loop", {"agents": []})],
+    [
+        ("tools", {"mode": "native"}),
+        ("tool-todo", {"allowParallelInProgress": True}),
+        ("agent-loop", {"agents": []}),
+        ("tool-web", {"fetch": True, "search": False}),
+    ],
 )
 def test_reference_values_pydsh_already_behaves_as_are_accepted_silently(name: str, config: dict[str, object]) -> None:
     assert validated(name, config)[1] == []
@@ -119,6 +125,12 @@ def test_reference_keys_without_effect_here_are_accepted_with_one_warning_each()
     assert (result.root, result.compression) == ("/s", "zstd")
     assert notes == [
         'row "r" (session-persistence-jsonl): listConcurrency: a DeepSeek Harness key that has no effect here'
+    ]
+    result, notes = validated("tool-web", {"search": True, "fetch": True, "searchMaxResults": 8})
+    assert result.fetch is True
+    assert notes == [
+        'row "r" (tool-web): search: a DeepSeek Harness key that has no effect here; web_search is out of scope',
+        'row "r" (tool-web): searchMaxResults: a DeepSeek Harness key that has no effect here',
     ]
     _, notes = validated("tools", {"mode": "ptc", "maxParallelSubCalls": 4})
     assert notes == [
