@@ -1,6 +1,6 @@
 """Composed profiles cached across processes, so a start-up with unchanged files skips YAML entirely.
 
-An entry holds the row tree and warnings of one profile composition with the digest of every file
+An entry holds the row tree and warnings of one profile composition with the text of every file
 it read (profile, patches, shipped bundles, included files; absent ones too). It is used only while
 each of those files still has the same content, the request (profile, patch paths, extra bundles)
 and the composing code are unchanged, and — when the result names ``$DSH_HOME`` — under the same
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -63,10 +62,6 @@ def recording() -> Iterator[dict[str, str | None]]:
         compose.READS = saved
 
 
-def _digest(text: str | None) -> str | None:
-    return None if text is None else hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-
-
 def _keyed(path: str, home: str) -> str:
     return HOME + path[len(home) :] if path.startswith(home + os.sep) else path
 
@@ -88,7 +83,7 @@ def store(req: list[Any], reads: dict[str, str | None], comp: Composition) -> No
     entry = {
         "request": req,
         "home": home if _mentions(body, home) else None,
-        "reads": sorted([_keyed(path, home), _digest(content)] for path, content in reads.items()),
+        "reads": sorted([_keyed(path, home), content] for path, content in reads.items()),
         **body,
     }
     write_json(_entry_path(req[1]), entry)
@@ -112,8 +107,8 @@ def load(req: list[Any]) -> Composition | None:
     if entry is None or entry.get("request") != json.loads(json.dumps(req)) or entry.get("home") not in (None, home):
         return None
     try:
-        for keyed, digest in entry["reads"]:
-            if _digest(_read_text(_unkeyed(keyed, home))) != digest:
+        for keyed, content in entry["reads"]:
+            if _read_text(_unkeyed(keyed, home)) != content:
                 return None
         rows = [_row(raw) for raw in entry["rows"]]
         warnings = [str(w) for w in entry["warnings"]]

@@ -10,7 +10,6 @@ missing, unreadable or corrupt cache file is rebuilt. The file lives in ``$XDG_C
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sys
@@ -28,8 +27,8 @@ def cache_dir() -> Path:
     return (Path(base) if base else Path.home() / ".cache") / "pydsh"
 
 
-def installed_key() -> str:
-    """A digest of the installed distributions' metadata as ``importlib.metadata`` finds it on ``sys.path``."""
+def installed_key() -> list[Any]:
+    """What identifies the installed distributions' metadata as ``importlib.metadata`` finds it on ``sys.path``."""
     parts: list[Any] = []
     for entry in sys.path:
         path = entry or os.getcwd()
@@ -40,7 +39,7 @@ def installed_key() -> str:
             parts.append([path, _stat(path)])
             continue
         parts.append([path, [[name, _stat(os.path.join(path, name, "entry_points.txt"))] for name in names]])
-    return hashlib.blake2b(json.dumps(parts).encode(), digest_size=16).hexdigest()
+    return parts
 
 
 def _stat(path: str) -> list[int] | None:
