@@ -3,7 +3,8 @@
 The cache is keyed on what ``importlib.metadata`` would read: every ``sys.path`` entry and, in each
 directory, the names of its ``*.dist-info``/``*.egg-info`` directories with the size and mtime of
 their ``entry_points.txt``. Installing, removing or editing a distribution changes the key; a
-missing, unreadable or corrupt cache file is rebuilt. The file lives in ``$XDG_CACHE_HOME/pydsh``
+missing, unreadable or corrupt cache file is rebuilt. When another import finder can list
+distributions, the table is read afresh every time. The file lives in ``$XDG_CACHE_HOME/pydsh``
 (default ``~/.cache/pydsh``) and is replaced atomically.
 """
 
@@ -52,9 +53,9 @@ def _stat(path: str) -> list[int] | None:
 
 def plugin_entry_points() -> dict[str, str]:
     """``pydsh.plugins`` entry points (name -> value), from the cache when the installation is unchanged."""
-    key = installed_key()
+    key = installed_key() if _path_finders_only() else None
     path = cache_dir() / CACHE_FILE
-    cached = read_json(path)
+    cached = read_json(path) if key is not None else None
     if cached is not None and cached.get("key") == key and isinstance(cached.get("table"), dict):
         table = cached["table"]
         if all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
@@ -62,8 +63,16 @@ def plugin_entry_points() -> dict[str, str]:
     from importlib.metadata import entry_points
 
     table = {ep.name: ep.value for ep in entry_points(group=GROUP)}
-    write_json(path, {"key": key, "table": table})
+    if key is not None:
+        write_json(path, {"key": key, "table": table})
     return table
+
+
+def _path_finders_only() -> bool:
+    """Whether distributions come only from ``sys.path`` (no other finder lists some the key would miss)."""
+    from importlib.machinery import PathFinder
+
+    return all(f is PathFinder or not hasattr(f, "find_distributions") for f in sys.meta_path)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -102,3 +102,21 @@ def test_an_unwritable_cache_directory_only_costs_the_scan(
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     assert discovery.plugin_entry_points()["session"] == "pydsh.session.log"
+
+
+def test_another_distribution_finder_bypasses_the_cache(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Finder:
+        """A meta-path finder that could list distributions the cache key does not see."""
+
+        def find_spec(self, *args: Any) -> None:
+            return None
+
+        def find_distributions(self, *args: Any) -> list[Any]:
+            return []
+
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Finder()])
+    scans = count_scans(monkeypatch)
+    discovery.plugin_entry_points()
+    discovery.plugin_entry_points()
+    assert scans == ["pydsh.plugins", "pydsh.plugins"]
+    assert not (discovery.cache_dir() / discovery.CACHE_FILE).exists()
