@@ -29,17 +29,24 @@ def cache_dir() -> Path:
 
 
 def installed_key() -> list[Any]:
-    """What identifies the installed distributions' metadata as ``importlib.metadata`` finds it on ``sys.path``."""
+    """What identifies the installed distributions' metadata as ``importlib.metadata`` finds it on ``sys.path``.
+
+    Directories without metadata and missing entries add nothing (metadata appearing there adds an
+    item), so the key does not change with a working directory that holds no distribution.
+    """
     parts: list[Any] = []
     for entry in sys.path:
         path = entry or os.getcwd()
         try:
             with os.scandir(path) as listing:
                 names = sorted(e.name for e in listing if e.name.endswith(METADATA_SUFFIXES))
-        except OSError:
+        except NotADirectoryError:
             parts.append([path, _stat(path)])
             continue
-        parts.append([path, [[name, _stat(os.path.join(path, name, "entry_points.txt"))] for name in names]])
+        except OSError:
+            continue
+        if names:
+            parts.append([path, [[name, _stat(os.path.join(path, name, "entry_points.txt"))] for name in names]])
     return parts
 
 

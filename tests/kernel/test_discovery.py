@@ -120,3 +120,17 @@ def test_another_distribution_finder_bypasses_the_cache(site: Path, monkeypatch:
     discovery.plugin_entry_points()
     assert scans == ["pydsh.plugins", "pydsh.plugins"]
     assert not (discovery.cache_dir() / discovery.CACHE_FILE).exists()
+
+
+def test_a_working_directory_without_distributions_keeps_the_key(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    monkeypatch.chdir(tmp_path / "a")
+    key = discovery.installed_key()
+    monkeypatch.chdir(tmp_path / "b")
+    assert discovery.installed_key() == key
+    install(tmp_path / "b", "fake_dist", {"fake-plugin": "fake_dist.plugin"})
+    assert discovery.installed_key() != key
