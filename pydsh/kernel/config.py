@@ -16,7 +16,7 @@ import re
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal, TypeVar, Union, dataclass_transform, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, dataclass_transform, get_args, get_origin
 
 __all__ = ["BaseModel", "ConfigDict", "Field", "field_validator", "model_validator"]
 
@@ -89,10 +89,13 @@ def model_validator(*, mode: str) -> Callable[[Any], Any]:
 
 
 class _Field:
-    __slots__ = ("name", "hint", "default", "factory", "constraints", "before", "after")
+    """One field of a model: its type, default and constraints, and its field validators."""
 
-    def __init__(self, name: str, hint: Any, declared: Any) -> None:
-        self.name = name
+    __slots__ = ("hint", "default", "factory", "constraints", "before", "after")
+
+    def __init__(self, hint: Any, declared: Any) -> None:
+        if get_origin(hint) is Annotated:
+            raise _Slow
         self.hint = hint
         kwargs = declared.kwargs if isinstance(declared, FieldInfo) else {"default": declared}
         if set(kwargs) - FIELD_KEYS:
@@ -121,15 +124,14 @@ class _Spec:
         if set(config) - CONFIG_KEYS or config.get("extra", "ignore") not in ("ignore", "forbid"):
             raise _Slow
         self.forbid = config.get("extra") == "forbid"
-        self.frozen = bool(config.get("frozen"))
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
         self.fields: dict[str, _Field] = {}
         for name, hint in hints.items():
             if get_origin(hint) is ClassVar or name.startswith("model_"):
                 continue
             if name.startswith("_"):
                 raise _Slow
-            self.fields[name] = _Field(name, hint, _class_default(cls, name))
+            self.fields[name] = _Field(hint, _class_default(cls, name))
         self.before: list[Callable[..., Any]] = []
         self.after: list[Callable[..., Any]] = []
         for base in reversed(cls.__mro__):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 import pytest
@@ -145,3 +145,13 @@ def test_well_formed_config_does_not_import_pydantic() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+class Annotatedly(BaseModel):
+    size: Annotated[int, pydantic.Field(ge=1)] = 1
+
+
+def test_a_feature_the_fast_path_does_not_know_goes_to_pydantic() -> None:
+    assert Annotatedly.model_validate({"size": 3}).size == 3
+    with pytest.raises(pydantic.ValidationError, match="greater than or equal to 1"):
+        Annotatedly.model_validate({"size": 0})
