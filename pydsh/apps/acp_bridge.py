@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from acp.schema import ClientCapabilities
 
     from pydsh.policy.approval import ApprovalRequest
+    from pydsh.tools.mcp import McpUnavailableError
 
 log = logging.getLogger("pydsh.acp")
 
@@ -223,6 +224,7 @@ class Bridge:
         self.sessions: dict[str, BridgeSession] = {}
         self._resuming: set[str] = set()
         self.disposed = False
+        self.mcp_warned = False
         ctx.on("session/event", self._on_event)
         ctx.on("agent/inbox/claimed", self._on_claimed)
         ctx.on("agent/error", self._on_error)
@@ -351,14 +353,22 @@ class Bridge:
         async def setup(agent_ctx: Context, agent: Agent) -> None:
             await join(agent_ctx, agent)
             if servers:
-                from pydsh.tools.mcp import McpConfigError, mount_servers
+                from pydsh.tools.mcp import McpConfigError, McpUnavailableError, mount_servers
 
                 try:
                     await mount_servers(agent_ctx, servers, cwd=cwd)
                 except McpConfigError as exc:
                     raise invalid(str(exc)) from None
+                except McpUnavailableError as exc:
+                    self._mcp_missing(exc)
 
         return setup
+
+    def _mcp_missing(self, exc: McpUnavailableError) -> None:
+        """The editor declared MCP servers but the extra is absent: warn once, run without their tools."""
+        if not self.mcp_warned:
+            self.mcp_warned = True
+            log.warning("the editor's MCP servers are not mounted: %s", exc)
 
     async def _adopt(self, handle: AgentHandle, selection: Selection | None) -> BridgeSession:
         """Own a freshly opened agent: route selection, delivery queue, durable log; undone on failure."""

@@ -48,8 +48,8 @@ def patch_file(tmp_path: Path, scripts: list[Any], extra: list[Any] = ()) -> Pat
     return path
 
 
-def bridge_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO)}
+def bridge_env(*paths: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), str(REPO)])}
 
 
 @dataclass
@@ -96,7 +96,12 @@ class Bridge:
 
 @asynccontextmanager
 async def bridge(
-    tmp_path: Path, scripts: list[Any], *args: str, answer: str | None = "allow-once", extra: list[Any] = ()
+    tmp_path: Path,
+    scripts: list[Any],
+    *args: str,
+    answer: str | None = "allow-once",
+    extra: list[Any] = (),
+    paths: tuple[Path, ...] = (),
 ) -> AsyncIterator[Bridge]:
     patch = patch_file(tmp_path, scripts, extra)
     client = Recorder(answer)
@@ -111,7 +116,7 @@ async def bridge(
             "--patch",
             str(patch),
             *args,
-            env=bridge_env(),
+            env=bridge_env(*paths),
             cwd=tmp_path,
             transport_kwargs={"stderr": stderr, "shutdown_timeout": 30.0},
             observers=[client.observe],
@@ -553,6 +558,22 @@ async def test_client_declared_mcp_server_errors(tmp_path: Path, workspace: Path
         startup = await rejected(b.conn.new_session(cwd=str(workspace), mcp_servers=[failing]), INTERNAL)
         assert "mcp-client(broken): initial connection or tool synchronization failed" in startup
         assert (await b.conn.list_sessions()).sessions == []
+
+
+async def test_client_declared_mcp_servers_without_the_extra_warn_once_and_the_session_runs(
+    tmp_path: Path, workspace: Path
+) -> None:
+    hidden = tmp_path / "no-mcp"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text("import sys\nsys.modules['mcp'] = None\n")
+    async with bridge(tmp_path, [{"text": "no tools"}], paths=(hidden,)) as b:
+        first = await b.conn.new_session(cwd=str(workspace), mcp_servers=[stdio_server()])
+        await b.conn.new_session(cwd=str(workspace), mcp_servers=[stdio_server("other")])
+        answer = await b.conn.prompt(session_id=first.session_id, prompt=[acp.text_block("hi")])
+        assert answer.stop_reason == "end_turn"
+    stderr = b.stderr.read_text()
+    assert stderr.count("the editor's MCP servers are not mounted") == 1, stderr
+    assert "pip install 'pydsh[mcp]'" in stderr
 
 
 async def test_client_declared_mcp_servers_mount_per_session(tmp_path: Path, workspace: Path) -> None:
