@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 

@@ -16,8 +16,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pydsh.agent.agent import AgentOptions, Status, Target, UserMessage
 from pydsh.agent.attempt import Attempt
 from pydsh.agent.inbox import Inbox
@@ -27,6 +25,7 @@ from pydsh.agent.runtime_context import is_runtime_context, project_snapshot, pr
 from pydsh.agent.tool_calls import ToolCallScheduler
 from pydsh.kernel import services
 from pydsh.kernel.cancel import AbortController, AbortSignal
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.kernel.scope import Scope, create_scope

@@ -7,9 +7,8 @@ whole system prompt; ``includeRuntimeContext: false`` keeps only required runtim
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from pydsh.agent.prompt import SystemPrompt
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 
 PREFIX_SECTION = "deployment:persona-prefix"

@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import SERVICE_PROVIDED, Context, Realm
 from pydsh.kernel.errors import KernelError
 from pydsh.kernel.events import define_event
@@ -67,7 +66,7 @@ class PresetConfig(BaseModel):
     name: str | None = None
     description: str | None = None
     order: float | None = None
-    plugins: list[dict[str, Any]] = []
+    plugins: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class Config(BaseModel):

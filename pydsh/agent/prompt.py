@@ -13,9 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from pydsh.kernel.cancel import AbortSignal
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import Disposer

@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from pydsh.agent.agent import user_message
 from pydsh.agent.loop import error_chain
 from pydsh.compaction.engine import (
@@ -32,6 +30,7 @@ from pydsh.compaction.engine import (
     pairing_counts,
 )
 from pydsh.compaction.summary import INSTRUCTION, checkpoint_content
+from pydsh.kernel.config import BaseModel, ConfigDict, Field, model_validator
 from pydsh.kernel.context import Context
 from pydsh.kernel.errors import KernelError
 from pydsh.kernel.events import define_event

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic_core import PydanticCustomError
-
 if TYPE_CHECKING:
+    from pydantic_core import PydanticCustomError
+
     from pydsh.kernel.cancel import AbortSignal
     from pydsh.session.log import Session
 
@@ -28,6 +28,8 @@ MANUAL_MESSAGES = {
 
 def config_error(message: str) -> PydanticCustomError:
     """A validation error whose text is exactly ``message`` (no "Value error, " prefix)."""
+    from pydantic_core import PydanticCustomError
+
     return PydanticCustomError("compaction_config", "{message}", {"message": message})
 
 

@@ -13,14 +13,15 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, model_validator
-
 from pydsh.compaction.heuristic import estimate_message, price_blocks, price_event, tools_tokens
+from pydsh.kernel.config import BaseModel, ConfigDict, model_validator
 from pydsh.kernel.context import Context
 from pydsh.llm.stream_records import BlockAssembler, expand_assistant_stream
 from pydsh.session.projections import SessionProjections, Wire
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
     from pydsh.session.events import Event
     from pydsh.session.log import Session
 
@@ -42,6 +43,8 @@ def validate(kind: type[T], raw: object) -> T:
     """``raw`` validated as ``kind``; the validator is built on first use (too slow for start-up)."""
     adapter = _ADAPTERS.get(kind)
     if adapter is None:
+        from pydantic import TypeAdapter
+
         adapter = _ADAPTERS[kind] = TypeAdapter(kind)
     return cast(T, adapter.validate_python(raw))
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from pydsh.compaction.engine import config_error
 from pydsh.compaction.heuristic import estimate_message
+from pydsh.kernel.config import BaseModel, ConfigDict, Field, model_validator
 from pydsh.kernel.context import Context
 
 if TYPE_CHECKING:

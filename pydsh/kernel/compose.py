@@ -108,6 +108,16 @@ def load_yaml(text: str, where: str) -> Any:
         raise fail(where, exc.detail) from None
 
 
+READS: dict[str, str | None] | None = None
+"""While a composition is cached: every file it read (absolute path -> text, ``None`` = absent)."""
+
+
+def note_read(path: Path, text: str | None) -> None:
+    """Record that composing read ``path`` (``None``: found it absent), when reads are being recorded."""
+    if READS is not None:
+        READS[str(path.absolute())] = text
+
+
 def read_yaml_file(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
@@ -115,6 +125,7 @@ def read_yaml_file(path: Path) -> Any:
         raise fail(str(path), "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(str(path), f"cannot read file ({exc})") from None
+    note_read(path, text)
     return load_yaml(text, str(path))
 
 

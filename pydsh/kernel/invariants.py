@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pydantic import BaseModel, ConfigDict
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from pydsh.kernel.context import Context
@@ -46,8 +46,8 @@ def drain() -> list[InvariantError]:
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     enabled: bool = False
-    package_allowlist: list[str] = []
-    package_blocklist: list[str] = []
+    package_allowlist: list[str] = Field(default_factory=list)
+    package_blocklist: list[str] = Field(default_factory=list)
     report: str = ""
 
 

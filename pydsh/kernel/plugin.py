@@ -55,12 +55,12 @@ _ENTRY_POINTS: dict[str, str] | None = None
 
 
 def entry_point_table() -> dict[str, str]:
-    """``pydsh.plugins`` entry points (name -> value), read once per process."""
+    """``pydsh.plugins`` entry points (name -> value), read once per process (and cached across them)."""
     global _ENTRY_POINTS
     if _ENTRY_POINTS is None:
-        from importlib.metadata import entry_points
+        from pydsh.kernel.discovery import plugin_entry_points
 
-        _ENTRY_POINTS = {ep.name: ep.value for ep in entry_points(group="pydsh.plugins")}
+        _ENTRY_POINTS = plugin_entry_points()
     return _ENTRY_POINTS
 
 
@@ -141,11 +141,13 @@ def _validate(row_id: str, info: PluginInfo, raw: object, origin: str) -> Any:
         if raw not in (None, {}):
             raise KernelError("CONFIG_INVALID", f'row "{row_id}": plugin {info.name} takes no config')
         return None
-    from pydantic import ValidationError
-
     try:
         return model.model_validate({} if raw is None else raw)
-    except ValidationError as exc:
+    except ValueError as exc:
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):
+            raise
         errors = exc.errors()
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}" for err in errors)
         if origin and any(err["type"] == "missing" for err in errors):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydsh.kernel.compose import SHIPPED, Composition, dsh_home, fail, load_yaml, read_yaml_file
+from pydsh.kernel.compose import SHIPPED, Composition, dsh_home, fail, load_yaml, note_read, read_yaml_file
 from pydsh.kernel.errors import KernelError
 
 if TYPE_CHECKING:
@@ -236,16 +236,38 @@ def compose_bundles(name: str, bundles: list[str], plugins: dict[str, Any]) -> t
 
 
 def compose_profile(name: str, patches: list[str], extra_bundles: tuple[str, ...] = ()) -> Composition:
-    """Compose profile ``name``: bundles, profile patch, home patch, then ``--patch`` files."""
+    """Compose profile ``name``: bundles, profile patch, home patch, then ``--patch`` files.
+
+    A composition made only of files (no third-party bundle) is cached until one of them changes.
+    """
+    from pydsh.kernel import composed_cache
+
     directory = ensure_profile(name)
+    request = composed_cache.request(name, patches, extra_bundles)
+    cached = composed_cache.load(request)
+    if cached is not None:
+        return cached
+    with composed_cache.recording() as reads:
+        comp, from_files_only = _compose_profile(name, directory, patches, extra_bundles)
+    if from_files_only:
+        composed_cache.store(request, reads, comp)
+    return comp
+
+
+def _compose_profile(
+    name: str, directory: Path, patches: list[str], extra_bundles: tuple[str, ...]
+) -> tuple[Composition, bool]:
+    """The composition, and whether it was made from files alone (no third-party bundle)."""
     profile = read_profile(directory)
-    comp, _uses = compose_bundles(name, [*profile["bundles"], *extra_bundles], profile["plugins"])
+    comp, uses = compose_bundles(name, [*profile["bundles"], *extra_bundles], profile["plugins"])
     layers = [directory / "patch.yml", dsh_home() / "patch.yml"]
     for path in layers:
         if path.is_file():
             comp.apply_patch(read_yaml_file(path) or [], str(path))
+        else:
+            note_read(path, None)
     for raw in patches:
         path = Path(raw).expanduser()
         comp.apply_patch(read_yaml_file(path.resolve()), str(path))
     comp.check_ids()
-    return comp
+    return comp, all(use.source == "shipped" for use in uses)

@@ -12,9 +12,8 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from pydsh.kernel.cancel import NEVER, AbortSignal
+from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
 from pydsh.llm import http
 from pydsh.llm.replay import ReplayReader

@@ -11,10 +11,8 @@ import math
 import os
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
@@ -31,38 +29,33 @@ if TYPE_CHECKING:
 USER_AGENT = f"pydsh/{__version__}"
 """Product token only: the project publishes no URL to put in the ``(+<project URL>)`` comment."""
 
-_QUOTA = [
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"\binsufficient[\s_-]+(quota|balance|credits?)\b",
-        r"\b(quota|usage[\s_-]+limit)[\s_-]+(exceeded|exhausted|reached)\b",
-        r"\bexceed(ed|s)?[\s_-]+((your|the)[\s_-]+)?(current[\s_-]+)?quota\b",
-        r"\b(balance|credits?)[\s_-]+(exhausted|depleted)\b",
-        r"\bout[\s_-]+of[\s_-]+(credits?|budget)\b",
-    )
-]
-_OVERFLOW = [
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"(^|[^a-z0-9])context[\s_-](length|window)[\s_-](exceed(ed|s)?|overflow(ed)?|limit[\s_-]exceeded)($|[^a-z0-9])",
-        r"\b(maximum|max)(\s+(allowed|supported))?\s+context\s+(length|window)\b",
-        r"\b(request|prompt|input|messages?)\s+(is\s+|are\s+)?too\s+(large|long)\s+for\s+((this|the)\s+)?"
-        r"(model('s)?\s+)?context(\s+window)?\b",
-        r"\b(input|prompt|request)\s+(is\s+)?too\s+(long|large)\s+for\s+(this|the)\s+model\b",
-        r"\b(input|prompt|request|messages?)\b.{0,40}\b(exceed(s|ed)?|overflows?|is\s+larger\s+than)\b.{0,40}\b"
-        r"(the\s+)?(model('s)?\s+)?context(\s+(length|window))?\b",
-    )
-]
+_QUOTA = (
+    r"\binsufficient[\s_-]+(quota|balance|credits?)\b",
+    r"\b(quota|usage[\s_-]+limit)[\s_-]+(exceeded|exhausted|reached)\b",
+    r"\bexceed(ed|s)?[\s_-]+((your|the)[\s_-]+)?(current[\s_-]+)?quota\b",
+    r"\b(balance|credits?)[\s_-]+(exhausted|depleted)\b",
+    r"\bout[\s_-]+of[\s_-]+(credits?|budget)\b",
+)
+_OVERFLOW = (
+    r"(^|[^a-z0-9])context[\s_-](length|window)[\s_-](exceed(ed|s)?|overflow(ed)?|limit[\s_-]exceeded)($|[^a-z0-9])",
+    r"\b(maximum|max)(\s+(allowed|supported))?\s+context\s+(length|window)\b",
+    r"\b(request|prompt|input|messages?)\s+(is\s+|are\s+)?too\s+(large|long)\s+for\s+((this|the)\s+)?"
+    r"(model('s)?\s+)?context(\s+window)?\b",
+    r"\b(input|prompt|request)\s+(is\s+)?too\s+(long|large)\s+for\s+(this|the)\s+model\b",
+    r"\b(input|prompt|request|messages?)\b.{0,40}\b(exceed(s|ed)?|overflows?|is\s+larger\s+than)\b.{0,40}\b"
+    r"(the\s+)?(model('s)?\s+)?context(\s+(length|window))?\b",
+)
+"""Error wording patterns, matched case-insensitively; ``re`` compiles them on first use, not at import."""
 
 
 def is_quota(detail: str) -> bool:
     """Quota-exhaustion wording (shared by both adapters)."""
-    return any(p.search(detail) for p in _QUOTA)
+    return any(re.search(p, detail, re.IGNORECASE) for p in _QUOTA)
 
 
 def is_overflow(detail: str) -> bool:
     """Context-overflow wording (shared by both adapters)."""
-    return any(p.search(detail) for p in _OVERFLOW)
+    return any(re.search(p, detail, re.IGNORECASE) for p in _OVERFLOW)
 
 
 # -- configuration helpers -------------------------------------------------------------------
@@ -118,6 +111,8 @@ def anonymous_user_id() -> str | None:
             return value
     except OSError:
         pass
+    import uuid
+
     value = str(uuid.uuid4())
     try:
         private_dir(path.parent)
@@ -262,6 +257,8 @@ def retry_after_ms(value: str | None) -> float | None:
     try:
         seconds = float(value)
     except ValueError:
+        from email.utils import parsedate_to_datetime
+
         try:
             seconds = parsedate_to_datetime(value).timestamp() - time.time()
         except (TypeError, ValueError, IndexError):

@@ -12,9 +12,8 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from pydsh.kernel.cancel import NEVER, AbortSignal
+from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
 from pydsh.llm import http
 from pydsh.llm.deepseek import EFFORTS
@@ -60,7 +59,7 @@ class ProviderConfig(BaseModel):
     baseURL: str
     apiKeyEnv: str | None = None
     dialect: Literal["deepseek", "generic"] = "generic"
-    models: list[ModelEntry] = []
+    models: list[ModelEntry] = Field(default_factory=list)
     maxTokens: int | None = Field(default=None, gt=0)
     defaultContextWindow: int = Field(default=131072, gt=0)
     reasoning: ReasoningConfig | None = None

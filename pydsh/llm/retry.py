@@ -10,13 +10,11 @@ import asyncio
 import json
 import math
 import random as random_module
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from pydsh.kernel.cancel import NEVER, AbortError, AbortSignal
+from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 
@@ -158,7 +156,7 @@ class RetryHandler:
         if policy.mode == "normal" and done >= policy.maxRetries:
             return await next()
         retry = done + 1
-        retry_id = previous["retryId"] if previous else str(uuid.uuid4())
+        retry_id = previous["retryId"] if previous else _new_retry_id()
         delay = self._delay(policy, retry, failure.get("providerRetryAfterMs"))
         if delay is None:
             return await next()
@@ -208,3 +206,10 @@ name = "llm-retry"
 def apply(ctx: Context, config: Config) -> None:
     """Answer retryable request errors with a logged, cancellable backoff."""
     ctx.on("agent/request-error", RetryHandler())
+
+
+def _new_retry_id() -> str:
+    """A fresh random retry id (``uuid`` loads on first use, not at start-up)."""
+    import uuid
+
+    return str(uuid.uuid4())

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pydsh.kernel.cancel import NEVER, AbortSignal
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.llm.retry import RetryPolicyConfig
 from pydsh.llm.stream_records import check_chunk, expand_assistant_stream
@@ -654,7 +653,7 @@ class ProviderConfig(BaseModel):
     id: str
     name: str | None = None
     retryPolicy: RetryPolicyConfig | None = None
-    models: list[ModelConfig] = []
+    models: list[ModelConfig] = Field(default_factory=list)
 
 
 class Config(BaseModel):

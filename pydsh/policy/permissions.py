@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
-
 from pydsh.agent.agent import user_message
 from pydsh.agent.cwd import quote
+from pydsh.kernel.config import BaseModel, ConfigDict, field_validator
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.policy.state import APPROVAL_POLICY, PRESETS, SANDBOX_MODE, preset_name

@@ -23,15 +23,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pydsh.sdk.protocol import (
-    DELTA_NOTIFICATION,
-    InitializeResult,
-    LineSplitter,
-    PromptResult,
-    WorkingDirectoryResult,
-    decode_line,
-    encode_frame,
-)
+from pydsh.sdk.protocol import DELTA_NOTIFICATION, LineSplitter, decode_line, encode_frame
+from pydsh.sdk.results import InitializeResult, PromptResult, WorkingDirectoryResult
 
 T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)

@@ -1,8 +1,9 @@
 """Wire models of the SDK JSON-RPC protocol (spec 06 §4–§7): request params, results, frame encoding.
 
 The params models check the raw ``params`` object in the order spec 06 §5 fixes and raise
-:class:`WireError` with the exact ``-32603`` message; results are validated by the client. Both
-sides use them only at the trust boundary: notifications stay plain dicts.
+:class:`WireError` with the exact ``-32603`` message; results are validated by the client with the
+models of :mod:`pydsh.sdk.results` (re-exported here). Both sides use them only at the trust
+boundary: notifications stay plain dicts.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
-from pydantic import BaseModel, ConfigDict, StrictStr, model_validator
+from pydsh.kernel.config import BaseModel, ConfigDict, model_validator
 
 SERVER_INFO = {"name": "deepseek-harness-sdk-runtime", "version": "0.0.1"}
 INTERNAL_ERROR = -32603
@@ -259,38 +260,13 @@ class SetWorkingDirectoryParams(_Params):
         return {"sessionId": raw["sessionId"], "path": raw["path"]}
 
 
-class _Result(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
+RESULT_MODELS = frozenset({"ServerInfo", "PydshInfo", "InitializeResult", "PromptResult", "WorkingDirectoryResult"})
 
 
-class ServerInfo(_Result):
-    """``initialize.result.serverInfo``."""
+def __getattr__(name: str) -> Any:
+    """The result models, imported on first use (pydantic stays off the server's start path)."""
+    if name in RESULT_MODELS:
+        from pydsh.sdk import results
 
-    name: str | None = None
-    version: str | None = None
-
-
-class PydshInfo(_Result):
-    """``initialize.result.pydsh``: our version and the extensions this connection enabled."""
-
-    version: str | None = None
-    extensions: list[str] = []
-
-
-class InitializeResult(_Result):
-    """``initialize`` result; ``pydsh`` is absent on the reference runtime."""
-
-    serverInfo: ServerInfo | None = None
-    pydsh: PydshInfo | None = None
-
-
-class PromptResult(_Result):
-    """``session/prompt`` result: the id of the queued user message."""
-
-    messageId: StrictStr
-
-
-class WorkingDirectoryResult(_Result):
-    """``session/working-directory/*`` result."""
-
-    cwd: StrictStr
+        return getattr(results, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

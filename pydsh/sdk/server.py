@@ -19,13 +19,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
-
 from pydsh import __version__
 from pydsh.agent.agent import Agent, AgentOptions, user_message
 from pydsh.agent.presets import header_preset, preset_setup
 from pydsh.agent.registry import AgentHandle, AgentRegistry, CreateAgentOptions
 from pydsh.kernel import services
+from pydsh.kernel.config import BaseModel, ConfigDict, field_validator
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import Disposer, Fiber

@@ -11,29 +11,25 @@ import asyncio
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionTitleInvalidError
 from pydsh.session.events import Event
 from pydsh.session.log import Session
 
-_OSC = re.compile(r"(?:\x1b\]|\x9d)[^\x07\x1b]*(?:\x07|\x1b\\|$)")
-_CSI = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]")
-_ESC2 = re.compile(r"\x1b[@-_]")
-_CONTROLS = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
-)
-_SPACE = re.compile(r"\s+")
+_OSC = r"(?:\x1b\]|\x9d)[^\x07\x1b]*(?:\x07|\x1b\\|$)"
+_CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+_ESC2 = r"\x1b[@-_]"
+_CONTROLS = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+_SPACE = r"\s+"
+"""Patterns of :func:`clean`; ``re`` compiles them on first use, not at import."""
 
 
 def clean(text: str) -> str:
     """Strip terminal escapes and invisible controls, collapse whitespace, trim."""
-    text = _OSC.sub("", text)
-    text = _CSI.sub("", text)
-    text = _ESC2.sub("", text)
-    text = _CONTROLS.sub("", text)
-    return _SPACE.sub(" ", text).strip()
+    for pattern in (_OSC, _CSI, _ESC2, _CONTROLS):
+        text = re.sub(pattern, "", text)
+    return re.sub(_SPACE, " ", text).strip()
 
 
 def cut_bytes(text: str, limit: int) -> str:

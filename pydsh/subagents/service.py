@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pydsh.agent.agent import Agent, AgentOptions, user_message
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions, Setup
 from pydsh.kernel import services
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError

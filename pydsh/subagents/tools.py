@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from pydsh.agent.prompt import CONTEXT_ORDER, SECTION_ORDER
 from pydsh.kernel import services
+from pydsh.kernel.config import BaseModel, ConfigDict, Field, model_validator
 from pydsh.kernel.context import Context
 from pydsh.subagents.service import StartRequest, SubagentService, agent_depth
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome

@@ -16,12 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from pydsh.agent.agent import user_message
 from pydsh.agent.registry import AgentRegistry
 from pydsh.kernel import services
 from pydsh.kernel.cancel import AbortSignal
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.session.errors import SessionError

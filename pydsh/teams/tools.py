@@ -11,9 +11,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from pydsh.agent.prompt import CONTEXT_ORDER, SECTION_ORDER
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.teams.service import AgentTeams
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome

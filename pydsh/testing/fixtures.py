@@ -21,9 +21,13 @@ CLEARED = ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "DSH_PERMISSION_MODE", "OPEN
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh ``DSH_HOME`` with invariant companions on and no provider settings inherited."""
+    """A fresh ``DSH_HOME`` with invariant companions on and no provider settings inherited.
+
+    Caches go to a fresh directory too, not the user's ``~/.cache``.
+    """
     home = tmp_path_factory.mktemp("dsh-home")
     monkeypatch.setenv("DSH_HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("PYDSH_INVARIANTS", "true")
     for name in CLEARED:
         monkeypatch.delenv(name, raising=False)

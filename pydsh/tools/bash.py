@@ -13,10 +13,9 @@ import os
 import signal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from pydsh.agent.cwd import quote
 from pydsh.kernel.compose import dsh_home
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.session.persistence.base import SessionPersistence
 from pydsh.tools.files import current_dir, escalated_mode, resolve

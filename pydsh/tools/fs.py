@@ -15,9 +15,8 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from pydsh.agent.cwd import quote
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.tools.files import (
     ABSENT,

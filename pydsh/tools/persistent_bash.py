@@ -19,8 +19,7 @@ import time
 import tty
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.tools.bash import shell_env, signal_name

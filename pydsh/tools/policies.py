@@ -11,9 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pydsh.agent.agent import user_message
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.session.events import Event

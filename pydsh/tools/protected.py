@@ -10,7 +10,6 @@ well-known secret locations in the confined modes; confined bash gets the same f
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import re
@@ -51,6 +50,8 @@ def conceal_initial_environment() -> None:
     back from its parent. The C environment is first pointed at fresh copies, so C code and
     inherited environments keep seeing the values.
     """
+    import ctypes
+
     bounds = _environ_bounds()
     if bounds is None:
         return
@@ -68,6 +69,8 @@ def conceal_initial_environment() -> None:
 
 def _environ_bounds() -> tuple[int, int] | None:
     """``(env_start, env_end)`` when the kernel reports them and they hold exactly ``/proc/self/environ``."""
+    import ctypes
+
     try:
         with open("/proc/self/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()

@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pydsh.agent.cwd import quote
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.tools.files import FsError, current_dir, resolve
 from pydsh.tools.globs import Rule, compile_glob, ignored, parse_ignore

@@ -24,7 +24,6 @@ import itertools
 import json
 import logging
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,8 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from pydantic import BaseModel, ConfigDict
-
+from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.kernel.profiles import private_dir
 from pydsh.session.errors import (
@@ -454,7 +452,7 @@ class JsonlHandle:
         """Publish header and first batch atomically (temp file, fsync, link, directory fsyncs)."""
         header_line = json.dumps(self.header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         data = self.store.frame(header_line, self.compressed) + self.store.frame(payload, self.compressed)
-        tmp = self.path.with_name(f"{self.path.name}.{secrets.token_hex(6)}.tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{os.urandom(6).hex()}.tmp")
         try:
             private_dir(self.directory)
             self._lock()
