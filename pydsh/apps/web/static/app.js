@@ -96,7 +96,7 @@ class Page {
       onStop: () => this.stop(),
       openSession: (id) => this.openSession(id),
       openSettings: (tab) => this.settings.open(tab),
-      collapse: () => app.setting("chat.collapseWorkDetails", true) !== false,
+      collapse: () => app.setting("general.collapseWorkDetails", true) !== false,
       loadEarlier: () => this.loadEarlier(),
     });
     this.inspector = new Inspector($("inspector"), { store: () => this.store, onClose: () => this.closeInspector() });
@@ -125,7 +125,7 @@ class Page {
     app.on("models", () => this.composer.bind(this.store));
     app.on("settings", () => {
       applyTheme(app.setting("appearance.theme", "system"));
-      applyFontSize(app.setting("appearance.fontSize", "medium"));
+      applyFontSize(app.setting("appearance.fontSize", 15));
     });
   }
 
@@ -521,7 +521,7 @@ class Page {
       const ws = app.workspaces.get(app.draftWorkspace);
       const cwd = ws?.path || app.info?.cwd || [...app.workspaces.values()][0]?.path;
       const body = { cwd, agentPreset: this.draftPreset?.value || "standard", prompt: { text, clientMessageId: uuid(), clientTimeZone: zone() } };
-      const preset = this.composer.draft.permissionPreset || app.setting("defaults.permissionPreset", null);
+      const preset = this.composer.draft.permissionPreset || app.setting("general.defaultPermissionPreset", null);
       if (preset) body.permissionPreset = preset;
       if (this.composer.draft.model) body.model = this.composer.draft.model;
       const created = await api.createSession(body);

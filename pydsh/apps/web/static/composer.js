@@ -55,12 +55,12 @@ export class Composer {
 
   key(e) {
     if (e.key !== "Enter" || e.isComposing) return;
-    const swapped = app.setting("composer.enterBehavior", "send") === "newline";
+    const swapped = app.setting("general.enterSends", true) === false;
     const mod = e.ctrlKey || e.metaKey;
     if (e.shiftKey) return;
     if (swapped && !mod) return;
     e.preventDefault();
-    const busyMode = app.setting("composer.sendWhileBusy", "queue");
+    const busyMode = app.setting("general.sendWhileBusy", "queue");
     const mode = swapped ? busyMode : mod ? "steer" : busyMode;
     this.submit(mode);
   }
@@ -92,7 +92,7 @@ export class Composer {
   }
 
   currentPreset() {
-    if (!this.store) return this.draft.permissionPreset || app.setting("defaults.permissionPreset", app.info?.defaults?.permissionPreset || "workspace-write");
+    if (!this.store) return this.draft.permissionPreset || app.setting("general.defaultPermissionPreset", null) || app.info?.defaults?.permissionPreset || "workspace-write";
     const value = this.store.projections.permissionPreset;
     return (typeof value === "object" && value ? value.preset : value) || this.store.summary?.permissionPreset || "workspace-write";
   }

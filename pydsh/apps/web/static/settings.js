@@ -21,7 +21,8 @@ export function applyTheme(pref) {
 
 /** Apply the conversation font size preference. */
 export function applyFontSize(size) {
-  document.documentElement.style.setProperty("--chat-font", size === "large" ? "17px" : size === "small" ? "13px" : "15px");
+  const px = Number(size) || 15;
+  document.documentElement.style.setProperty("--chat-font", `${Math.min(22, Math.max(12, px))}px`);
 }
 
 /** Save one or more settings (revisioned) and keep the app's copy. */
@@ -92,10 +93,10 @@ export class SettingsDialog {
     return h("div", { class: "field" }, h("label", { for: id, text: label }), control, hint ? h("p", { class: "hint", text: hint }) : null);
   }
 
-  select(key, fallback, options) {
+  select(key, fallback, options, parse = (v) => v) {
     const current = app.setting(key, fallback);
-    const select = h("select", { class: "input" }, options.map(([value, label]) => h("option", { value, text: label, selected: String(value) === String(current) })));
-    select.addEventListener("change", () => this.save({ [key]: select.value }));
+    const select = h("select", { class: "input" }, options.map(([value, label]) => h("option", { value: String(value), text: label, selected: String(value) === String(current) })));
+    select.addEventListener("change", () => this.save({ [key]: parse(select.value) }));
     return select;
   }
 
@@ -108,15 +109,15 @@ export class SettingsDialog {
   }
 
   general(panel) {
-    const collapse = h("input", { type: "checkbox", checked: app.setting("chat.collapseWorkDetails", true) !== false });
-    collapse.addEventListener("change", () => this.save({ "chat.collapseWorkDetails": collapse.checked }));
+    const collapse = h("input", { type: "checkbox", checked: app.setting("general.collapseWorkDetails", true) !== false });
+    collapse.addEventListener("change", () => this.save({ "general.collapseWorkDetails": collapse.checked }));
     panel.append(
       h("h3", { text: "General" }),
-      this.field("Default permission for new sessions", this.select("defaults.permissionPreset", app.info?.defaults?.permissionPreset || "workspace-write", PRESETS.map((p) => [p, p]))),
-      this.field("Sending while the agent works", this.select("composer.sendWhileBusy", "queue", [["queue", "Queue as the next turn"], ["steer", "Steer into the next step"]])),
-      this.field("Enter key", this.select("composer.enterBehavior", "send", [["send", "Enter sends, Shift+Enter adds a line"], ["newline", "Enter adds a line, Ctrl+Enter sends"]])),
+      this.field("Default permission for new sessions", this.select("general.defaultPermissionPreset", app.info?.defaults?.permissionPreset || "workspace-write", PRESETS.map((p) => [p, p]))),
+      this.field("Sending while the agent works", this.select("general.sendWhileBusy", "queue", [["queue", "Queue as the next turn"], ["steer", "Steer into the next step"]])),
+      this.field("Enter key", this.select("general.enterSends", true, [[true, "Enter sends, Shift+Enter adds a line"], [false, "Enter adds a line, Ctrl+Enter sends"]], (v) => v === "true")),
       h("div", { class: "field check" }, h("label", null, collapse, " Collapse work details when a turn completes")),
-      this.field("Detail level", this.select("chat.detailLevel", "normal", [["normal", "Normal"], ["verbose", "Show every notice"]])),
+      this.field("Detail level", this.select("general.detailLevel", "normal", [["compact", "Compact"], ["normal", "Normal"], ["verbose", "Show every notice"]])),
     );
   }
 
@@ -131,7 +132,7 @@ export class SettingsDialog {
       });
       group.append(h("label", { class: "radio" }, input, ` ${label}`));
     }
-    const font = this.select("appearance.fontSize", "medium", [["small", "Small"], ["medium", "Medium"], ["large", "Large"]]);
+    const font = this.select("appearance.fontSize", 15, [[13, "Small"], [15, "Medium"], [17, "Large"]], Number);
     font.addEventListener("change", () => applyFontSize(font.value));
     panel.append(h("h3", { text: "Appearance" }), h("fieldset", { class: "field" }, h("legend", { text: "Theme" }), group), this.field("Conversation font size", font));
   }
