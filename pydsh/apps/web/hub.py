@@ -1,0 +1,769 @@
+"""The web host's state: opened sessions, summaries, live streams, pending approvals and questions.
+
+Stdlib and pydsh only (no web framework): the starlette routes in ``api.py`` call into one
+:class:`WebHub`, which listens to the kernel's events on its own loop and fans frames out to
+the open streams (spec 12 §4.3). Nothing here appends to a log except through the services that
+own those events (inbox, permissions, title, model selection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydsh.agent.agent import Agent, AgentOptions, user_message
+from pydsh.agent.model_selection import ModelSelection
+from pydsh.agent.presets import RemoteError, header_preset, preset_setup
+from pydsh.agent.registry import AgentHandle, AgentRegistry, CreateAgentOptions
+from pydsh.apps.web.errors import ApiError, not_found
+from pydsh.apps.web.fanout import Frame, Subscriber, Topic
+from pydsh.apps.web.summary import SummaryFold, fold_events, workspace_id
+from pydsh.kernel import services
+from pydsh.kernel.context import Context
+from pydsh.kernel.fiber import Disposer
+from pydsh.session.errors import SessionAlreadyOwnedError, SessionError, SessionPersistenceNotFoundError
+from pydsh.session.events import Event
+from pydsh.session.log import Session, SessionStore
+from pydsh.session.title import TITLE
+
+log = logging.getLogger("pydsh.web")
+
+INDEX = ""
+PROJECTION_INTERVAL_S = 0.1
+INDEX_INTERVAL_S = 0.25
+INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
+PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
+METER_KEYS = ("tokenUsage", "contextPressure", "contextBreakdown")
+
+
+@dataclass
+class PendingApproval:
+    """An ask waiting for the browser; ``future`` resolves to the outcome."""
+
+    approval_id: str
+    session_id: str
+    tool_name: str
+    call_id: str | None
+    reason: str | None
+    arguments: Any
+    asked_at: int
+    future: asyncio.Future[str] = field(repr=False)
+
+    def view(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"approvalId": self.approval_id, "toolName": self.tool_name}
+        if self.call_id is not None:
+            out["callId"] = self.call_id
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.arguments is not None:
+            out["arguments"] = self.arguments
+        out["askedAt"] = self.asked_at
+        return out
+
+
+@dataclass
+class PendingQuestion:
+    """A set of user questions waiting for the browser; ``future`` resolves to the answers."""
+
+    request_id: str
+    session_id: str
+    questions: list[dict[str, Any]]
+    asked_at: int
+    future: asyncio.Future[dict[str, Any]] = field(repr=False)
+
+    def view(self) -> dict[str, Any]:
+        return {"requestId": self.request_id, "questions": self.questions, "askedAt": self.asked_at}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class WebHub:
+    """Everything the HTTP layer asks of the host, on the kernel's loop."""
+
+    def __init__(self, ctx: Context, first_workspace: str) -> None:
+        self.ctx = ctx
+        self.first_workspace = first_workspace
+        self.sessions_topic = Topic()
+        self.index_topic = Topic()
+        self.handles: dict[str, AgentHandle] = {}
+        self.approvals: dict[str, PendingApproval] = {}
+        self.questions: dict[str, PendingQuestion] = {}
+        self.settled: set[str] = set()
+        self._folds: dict[str, SummaryFold] = {}
+        self._offline: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._inflight: dict[str, list[dict[str, Any]]] = {}
+        self._opening: dict[str, asyncio.Task[Agent]] = {}
+        self._dirty_projection: dict[str, set[str]] = {}
+        self._dirty_index: set[str] = set()
+        self._dirty_agents: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._listeners: list[Disposer] = []
+        self._selections: weakref.WeakKeyDictionary[Agent, ModelSelection] = weakref.WeakKeyDictionary()
+        self.stopping = False
+
+    # -- services -------------------------------------------------------------------------------
+
+    @property
+    def agents(self) -> AgentRegistry:
+        return services.agents(self.ctx)
+
+    @property
+    def store(self) -> SessionStore:
+        return services.sessions(self.ctx)
+
+    def start(self) -> None:
+        """Listen to the kernel's events and answer approvals."""
+        ctx = self.ctx
+        self._listeners += [
+            ctx.on("session/event", self._on_session_event),
+            ctx.on("agent/status", self._on_status),
+            ctx.on("agent/assistant-stream", self._on_stream),
+        ]
+        projections = ctx.get("session_projections")
+        if projections is not None:
+            self._listeners.append(projections.on_changed(ctx, self._on_projection))
+        approval = ctx.get("approval")
+        if approval is not None:
+            self._listeners.append(approval.add_answerer(ctx, self.answer_approval))
+
+    async def stop(self) -> None:
+        """Cancel running turns, resolve what waits as ``cancelled``, flush and close every stream (C5)."""
+        self.stopping = True
+        for pending in list(self.approvals.values()):
+            if not pending.future.done():
+                pending.future.set_result("cancelled")
+        for question in list(self.questions.values()):
+            if not question.future.done():
+                question.future.cancel()
+        for handle in list(self.handles.values()):
+            agent = handle.agent
+            if agent.status == "running":
+                agent.cancel({"kind": "user"}, keep_inbox=True)
+        subagents = self.ctx.get("subagents")
+        if subagents is not None and self.handles:
+            with contextlib.suppress(Exception):
+                await subagents.drain(list(self.handles))
+        for sid, handle in list(self.handles.items()):
+            try:
+                await handle.dispose()
+            except Exception:
+                log.warning("closing session %s failed", sid, exc_info=True)
+        self.handles.clear()
+        for remove in self._listeners:
+            remove()
+        self._listeners.clear()
+        for timer in self._timers.values():
+            timer.cancel()
+        self.sessions_topic.close_all()
+        self.index_topic.close_all()
+
+    # -- opening sessions ---------------------------------------------------------------------
+
+    def _setup(self) -> Callable[[Context, Agent], Any]:
+        return preset_setup(self.ctx)
+
+    async def create_session(
+        self,
+        cwd: str,
+        agent_preset: str | None,
+        permission_preset: str | None,
+        model: dict[str, Any] | None,
+    ) -> Agent:
+        """A new root session in ``cwd`` with the chosen presets and route."""
+        if self.stopping:
+            raise ApiError(409, "shutting_down", "The server is shutting down.")
+        if not os.path.isdir(cwd):
+            raise ApiError(422, "not_a_directory", f"{cwd} is not an existing directory.")
+        options = AgentOptions()
+        if model is not None:
+            await self.check_route(model)
+            options = AgentOptions(
+                provider=model["provider"], model=model["model"], reasoning_effort=model.get("effort")
+            )
+        try:
+            preset = header_preset(self.ctx, agent_preset)
+        except RemoteError as exc:
+            raise ApiError(422, "unknown_agent_preset", str(exc)) from None
+        if agent_preset is not None and self._roster_ids() and agent_preset not in self._roster_ids():
+            raise ApiError(422, "unknown_agent_preset", f'Unknown agent preset "{agent_preset}".')
+        handle = await self.agents.create(
+            CreateAgentOptions(cwd=cwd, agent_options=options, agent_preset=preset, setup=self._setup())
+        )
+        agent = handle.agent
+        self.handles[agent.id] = handle
+        if permission_preset is not None:
+            self.set_permission(agent, permission_preset)
+        return agent
+
+    def _roster_ids(self) -> set[str]:
+        roster = self.ctx.get("agent_presets")
+        if roster is None or not roster.configured:
+            return set()
+        return {str(p["id"]) for p in roster.list()}
+
+    async def agent_for(self, session_id: str) -> Agent:
+        """The session's live agent, resuming a stored root session once however many ask at once."""
+        live = self.agents.get(session_id)
+        if live is not None:
+            return live
+        if self.stopping:
+            raise ApiError(409, "shutting_down", "The server is shutting down.")
+        task = self._opening.get(session_id)
+        if task is None:
+            task = asyncio.ensure_future(self._resume(session_id))
+            self._opening[session_id] = task
+            task.add_done_callback(lambda _t: self._opening.pop(session_id, None))
+        return await asyncio.shield(task)
+
+    async def _resume(self, session_id: str) -> Agent:
+        try:
+            handle = await self.agents.resume(session_id, setup=self._setup())
+        except SessionPersistenceNotFoundError:
+            raise not_found(f'Session "{session_id}"') from None
+        except SessionAlreadyOwnedError:
+            raise ApiError(
+                409, "session_owned_elsewhere", f'Session "{session_id}" is open in another pydsh process.'
+            ) from None
+        except SessionError as exc:
+            raise ApiError(409, "session_unavailable", f"Session {session_id} cannot be opened: {exc}") from None
+        self.handles[session_id] = handle
+        return handle.agent
+
+    async def read(self, session_id: str) -> Session:
+        """The live session, else its stored log (read only, never made live)."""
+        live = self.store.get(session_id)
+        if live is not None:
+            return live
+        query = self.ctx.require("session_query")
+        try:
+            read = await query.read_session(session_id)
+        except SessionPersistenceNotFoundError:
+            raise not_found(f'Session "{session_id}"') from None
+        except SessionError as exc:
+            raise ApiError(409, "session_unreadable", f"Session {session_id} cannot be read: {exc}") from None
+        from pydsh.session.events import inherited_event_count
+
+        events = read["events"]
+        return Session(read["session"], events, inherited_event_count=inherited_event_count(events))
+
+    # -- prompts, queue, control ----------------------------------------------------------------
+
+    async def prompt(
+        self, session_id: str, text: str, mode: str, client_message_id: str | None, zone: str | None
+    ) -> dict[str, Any]:
+        """Queue a prompt as the next turn or steer it into the next step (F27)."""
+        session = await self.read(session_id)
+        if session.header.get("origin") == "subagent":
+            raise ApiError(409, "member_session", "Member sessions take input from their agents, not from the user.")
+        agent = await self.agent_for(session_id)
+        source: dict[str, Any] = {"kind": "user", "rpcId": client_message_id or str(uuid.uuid4())}
+        if zone is not None:
+            source["clientTimeZone"] = zone
+        message = user_message(text, source)
+        accepted = agent.session.seq
+        running = agent.status == "running"
+        try:
+            if mode == "steer" and running:
+                agent.steer(message)
+            else:
+                agent.followup(message)
+        except ValueError as exc:
+            raise ApiError(409, "not_accepted", str(exc)) from None
+        return {"messageId": message["id"], "queued": running, "acceptedAtSeq": accepted}
+
+    def unqueue(self, session_id: str, message_id: str) -> None:
+        """Cancel a queued prompt in the inbox so it never runs (F27)."""
+        agent = self.agents.get(session_id)
+        inbox = getattr(agent, "inbox", None)
+        if inbox is None:
+            raise not_found(f'Queued message "{message_id}"')
+        if not inbox.remove(message_id):
+            raise ApiError(409, "already_claimed", "That message was already taken by the agent or removed.")
+
+    def cancel(self, session_id: str) -> None:
+        agent = self.agents.get(session_id)
+        if agent is not None and agent.status == "running":
+            agent.cancel({"kind": "user"}, keep_inbox=True)
+
+    async def interrupt(self, session_id: str) -> None:
+        """Abort a member session's turn with the user's authority, keeping its input (F31)."""
+        session = await self.read(session_id)
+        if session.header.get("origin") != "subagent":
+            raise ApiError(409, "not_a_member", "Interrupt is for member sessions; use cancel for your own.")
+        agent = self.agents.get(session_id)
+        if agent is not None and agent.status == "running":
+            agent.cancel({"kind": "user"}, keep_inbox=True)
+
+    def set_permission(self, agent: Agent, preset: str) -> str:
+        permissions = self.ctx.get("permissions")
+        if permissions is None:
+            raise ApiError(404, "feature_unavailable", "Permission presets are not composed.")
+        try:
+            permissions.set_permission_preset(agent, preset)
+        except ValueError as exc:
+            raise ApiError(422, "unknown_preset", str(exc)) from None
+        return preset
+
+    async def check_route(self, model: dict[str, Any]) -> None:
+        """422 unless the provider has an adapter and the model (and effort) are in its catalog."""
+        llm = self.ctx.require("llm")
+        provider, model_id, effort = model["provider"], model["model"], model.get("effort")
+        if not llm.has_adapter(provider):
+            raise ApiError(422, "unknown_model", f'Unknown provider "{provider}".')
+        catalog = await llm.list_models(provider)
+        info = next((m for m in catalog if m["id"] == model_id), None)
+        if catalog and info is None:
+            raise ApiError(422, "unknown_model", f'Provider "{provider}" has no model "{model_id}".')
+        efforts = (info or {}).get("reasoning", {}).get("efforts") or []
+        if effort is not None and effort not in efforts:
+            raise ApiError(422, "unknown_effort", f'Model "{model_id}" offers no effort "{effort}".')
+
+    async def set_model(self, session_id: str, model: dict[str, Any]) -> dict[str, Any]:
+        """Route the session's next requests to ``model`` and echo it as ``model/selection`` (F26)."""
+        await self.check_route(model)
+        agent = await self.agent_for(session_id)
+        from pydsh.agent.model_selection import Route, install_model_selection
+
+        selection = self._selections.get(agent)
+        if selection is None:
+            selection = ModelSelection()
+            install_model_selection(agent.ctx, selection, owner=self.ctx)
+            self._selections[agent] = selection
+        selection.current = Route(model["provider"], model["model"], model.get("effort"))
+        data = {"provider": model["provider"], "model": model["model"]}
+        if model.get("effort"):
+            data["reasoningEffort"] = model["effort"]
+        agent.session.append("model/selection", data)
+        return model
+
+    async def set_title(self, session_id: str, title: str) -> str:
+        """Rename: a ``session/title`` with ``source: {kind: "user"}`` (F5); empty is 422."""
+        titles = self.ctx.get("session_title")
+        if titles is None:
+            raise ApiError(404, "feature_unavailable", "Session titles are not composed.")
+        if not title.strip():
+            raise ApiError(422, "empty_title", "A session title must not be empty.")
+        agent = await self.agent_for(session_id)
+        try:
+            event = titles.rename(agent.session, title)
+        except ValueError as exc:
+            raise ApiError(422, "empty_title", str(exc)) from None
+        return str(event["data"]["title"])
+
+    # -- approvals and questions ----------------------------------------------------------------
+
+    async def answer_approval(self, request: Any) -> str:
+        """The approval answerer (F36): publish a pending entry and wait for the browser's decision."""
+        session = request.agent.session
+        ask_id = _open_ask(session.events, request.tool_name, request.call_id)
+        pending = PendingApproval(
+            approval_id=ask_id or str(uuid.uuid4()),
+            session_id=session.id,
+            tool_name=request.tool_name,
+            call_id=request.call_id,
+            reason=request.reason,
+            arguments=_call_arguments(session.events, request.call_id),
+            asked_at=now_ms(),
+            future=asyncio.get_running_loop().create_future(),
+        )
+        if self.stopping:
+            return "cancelled"
+        self.approvals[pending.approval_id] = pending
+        self._pending_changed(session.id)
+        try:
+            return await pending.future
+        finally:
+            self.approvals.pop(pending.approval_id, None)
+            self.settled.add(pending.approval_id)
+            self._pending_changed(session.id)
+
+    def decide(self, session_id: str, approval_id: str, outcome: str) -> None:
+        """First answer wins; a settled ask is 409, an unknown one 404."""
+        pending = self.approvals.get(approval_id)
+        if pending is None or pending.session_id != session_id:
+            if approval_id in self.settled or self._asked_in_log(session_id, approval_id):
+                raise ApiError(409, "already_decided", "This approval was already decided.")
+            raise not_found(f'Approval "{approval_id}"')
+        if pending.future.done():
+            raise ApiError(409, "already_decided", "This approval was already decided.")
+        pending.future.set_result(outcome)
+
+    def _asked_in_log(self, session_id: str, approval_id: str) -> bool:
+        session = self.store.get(session_id)
+        return session is not None and any(
+            e["type"] == "approval/asked" and e["data"].get("id") == approval_id for e in session.events
+        )
+
+    async def ask_questions(self, agent: Agent, questions: list[dict[str, Any]]) -> dict[str, Any]:
+        """The user-questions provider (F37): publish the questions and wait for the browser's answers."""
+        if self.stopping:
+            raise asyncio.CancelledError
+        pending = PendingQuestion(
+            request_id=str(uuid.uuid4()),
+            session_id=agent.id,
+            questions=questions,
+            asked_at=now_ms(),
+            future=asyncio.get_running_loop().create_future(),
+        )
+        self.questions[pending.request_id] = pending
+        self._pending_changed(agent.id)
+        try:
+            return await pending.future
+        finally:
+            self.questions.pop(pending.request_id, None)
+            self.settled.add(pending.request_id)
+            self._pending_changed(agent.id)
+
+    def answer(self, session_id: str, request_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Validate and deliver answers (or a skip) to a waiting question set."""
+        pending = self.questions.get(request_id)
+        if pending is None or pending.session_id != session_id:
+            if request_id in self.settled:
+                raise ApiError(409, "already_answered", "These questions were already answered.")
+            raise not_found(f'Question "{request_id}"')
+        if body.get("skip"):
+            answers = [{"id": q["id"], "selected": []} for q in pending.questions]
+        else:
+            answers = _checked_answers(pending.questions, body.get("answers") or [])
+        result = {"answers": answers}
+        pending.future.set_result(result)
+        return result
+
+    def pending(self, session_id: str) -> dict[str, Any]:
+        """The ``Pending`` value of a session (§4.1)."""
+        agent = self.agents.get(session_id)
+        queued = []
+        inbox = getattr(agent, "inbox", None)
+        if inbox is not None:
+            for mode, messages in (("queue", inbox.next_turn), ("steer", inbox.next_step)):
+                for message in messages:
+                    if message.get("source", {}).get("kind") != "user":
+                        continue
+                    queued.append(
+                        {
+                            "messageId": message["id"],
+                            "text": "".join(b.get("text", "") for b in message["content"]),
+                            "mode": mode,
+                            "createdAt": self._folds[session_id].updated_at if session_id in self._folds else 0,
+                        }
+                    )
+        return {
+            "approvals": [p.view() for p in self.approvals.values() if p.session_id == session_id],
+            "questions": [q.view() for q in self.questions.values() if q.session_id == session_id],
+            "queued": queued,
+        }
+
+    # -- summaries --------------------------------------------------------------------------------
+
+    def _fold(self, session: Session) -> SummaryFold:
+        fold = self._folds.get(session.id)
+        if fold is None or fold.last_seq > session.seq:
+            fold = fold_events(session.events)
+            self._folds[session.id] = fold
+        return fold
+
+    def title_of(self, session: Session) -> str:
+        state = session.fold(TITLE)
+        if state is not None:
+            return str(state["title"])
+        titles = self.ctx.get("session_title")
+        found = titles.fallback_for(session.events) if titles is not None else None
+        return str(found[0]) if found is not None else "New session"
+
+    def summary(self, session: Session, fold: SummaryFold | None = None) -> dict[str, Any]:
+        """``SessionSummary`` of a live or stored session."""
+        header = session.header
+        fold = fold or self._fold(session)
+        agent = self.agents.get(session.id)
+        status = "offline" if agent is None else ("running" if agent.status == "running" else "idle")
+        pending = self.pending(session.id)
+        cwd = str(header.get("cwd") or "")
+        out: dict[str, Any] = {
+            "sessionId": session.id,
+            "cwd": cwd,
+            "workspaceId": workspace_id(cwd),
+            "title": self.title_of(session),
+            "createdAt": header.get("createdAt"),
+            "updatedAt": fold.updated_at or header.get("createdAt"),
+            "status": status,
+            "waiting": {"approvals": len(pending["approvals"]), "questions": len(pending["questions"])},
+            "queued": len(pending["queued"]),
+        }
+        if header.get("agentPreset"):
+            out["agentPreset"] = header["agentPreset"]
+        out["permissionPreset"] = self.permission_of(session, fold)
+        out["model"] = fold.model or self.default_route()
+        out["stats"] = fold.stats()
+        if header.get("parentSession"):
+            out["parentSessionId"] = header["parentSession"]
+        return out
+
+    def permission_of(self, session: Session, fold: SummaryFold) -> str:
+        permissions = self.ctx.get("permissions")
+        agent = self.agents.get(session.id)
+        if permissions is not None and agent is not None:
+            return str(permissions.preset(agent))
+        if fold.permission_preset:
+            return fold.permission_preset
+        return str(permissions.default_preset) if permissions is not None else "workspace-write"
+
+    def default_route(self) -> dict[str, Any]:
+        default = self.ctx.get("agent_default_model")
+        route = dict(default.current_selection()) if default is not None else {"provider": "", "model": ""}
+        return route
+
+    async def list_summaries(self) -> list[dict[str, Any]]:
+        """Root sessions, newest first by last event; stored logs are folded once per revision."""
+        rows: dict[str, dict[str, Any]] = {}
+        persistence = self.ctx.get("session_persistence")
+        if persistence is not None:
+            for item in await persistence.list():
+                header = item["header"]
+                if header.get("origin") == "subagent" or self.store.get(header["id"]) is not None:
+                    continue
+                cached = self._offline.get(header["id"])
+                if cached is None or cached[0] != item["revision"]:
+                    try:
+                        session = await self.read(header["id"])
+                    except ApiError:
+                        continue
+                    cached = (item["revision"], self.summary(session, fold_events(session.events)))
+                    self._offline[header["id"]] = cached
+                rows[header["id"]] = dict(cached[1], status="offline")
+        for session in self.store.live():
+            if session.header.get("origin") != "subagent":
+                rows[session.id] = self.summary(session)
+        return sorted(rows.values(), key=lambda r: (-int(r["updatedAt"] or 0), r["sessionId"]))
+
+    def projections(self, session: Session) -> dict[str, Any]:
+        """The projection values of ``GET /api/sessions/{id}``."""
+        fold = self._fold(session) if self.store.get(session.id) is not None else fold_events(session.events)
+        registry = self.ctx.get("session_projections")
+        meter = registry.snapshot(session, METER_KEYS)["values"] if registry is not None else {}
+        source = (session.fold(TITLE) or {}).get("source", {"kind": "fallback"})
+        return {
+            "title": {"title": self.title_of(session), "source": source},
+            "todos": fold.todos,
+            "tokenUsage": meter.get("tokenUsage"),
+            "contextPressure": meter.get("contextPressure"),
+            "contextBreakdown": meter.get("contextBreakdown"),
+            "sessionStats": fold.stats(),
+            "modelSelection": fold.model or self.default_route(),
+            "permissionPreset": self.permission_of(session, fold),
+        }
+
+    # -- streams --------------------------------------------------------------------------------
+
+    def subscribe(self, session_id: str) -> tuple[Subscriber, list[Event] | None, list[dict[str, Any]]]:
+        """Register a stream before reading the tail (rule 1): the live events and in-flight frames now,
+        or ``None`` events for a stored session (the caller reads them, deduplicating by seq)."""
+        sub = Subscriber()
+        self.sessions_topic.add(session_id, sub)
+        live = self.store.get(session_id)
+        events = list(live.events) if live is not None else None
+        return sub, events, list(self._inflight.get(session_id, ()))
+
+    def unsubscribe(self, session_id: str, sub: Subscriber) -> None:
+        self.sessions_topic.remove(session_id, sub)
+
+    def subscribe_index(self) -> Subscriber:
+        sub = Subscriber()
+        self.index_topic.add(INDEX, sub)
+        return sub
+
+    def unsubscribe_index(self, sub: Subscriber) -> None:
+        self.index_topic.remove(INDEX, sub)
+
+    def status_of(self, session_id: str) -> str:
+        agent = self.agents.get(session_id)
+        return "offline" if agent is None else ("running" if agent.status == "running" else "idle")
+
+    # -- kernel listeners -------------------------------------------------------------------------
+
+    def _on_session_event(self, session: Session, event: Event) -> None:
+        try:
+            fold = self._folds.get(session.id)
+            if fold is None:
+                self._fold(session)
+            elif event["seq"] == fold.last_seq + 1:
+                fold.apply(event)
+            else:
+                self._folds[session.id] = fold_events(session.events)
+            self.sessions_topic.publish(session.id, ("session-event", event, event["seq"]))
+            etype = event["type"]
+            if etype in PENDING_EVENTS:
+                self._pending_changed(session.id)
+            if etype in INDEX_EVENTS:
+                self._mark_index(session.id)
+            self._mark_projection(session.id, {"title", "todos", "sessionStats", "modelSelection", "permissionPreset"})
+            if session.header.get("origin") == "subagent" or etype == "subagent/catalog":
+                self._mark_agents(session)
+        except Exception:
+            log.warning("web fan-out of a session event failed", exc_info=True)
+
+    def _on_status(self, payload: dict[str, Any]) -> None:
+        agent: Agent = payload["agent"]
+        status = "running" if payload["status"] == "running" else "idle"
+        self.sessions_topic.publish(agent.id, ("status", {"status": status}, None))
+        self._mark_index(agent.id)
+        if agent.session.header.get("origin") == "subagent":
+            self._mark_agents(agent.session)
+
+    def _on_stream(self, payload: dict[str, Any]) -> None:
+        frame = payload["frame"]
+        sid = payload["agent"].id
+        if frame["type"] == "start":
+            self._inflight[sid] = [frame]
+        elif frame["type"] == "end":
+            self._inflight.pop(sid, None)
+        else:
+            self._inflight.setdefault(sid, []).append(frame)
+        self.sessions_topic.publish(sid, ("assistant-stream", frame, None))
+
+    def _on_projection(self, session: Session, key: str, view: Any) -> None:
+        if key in METER_KEYS:
+            self._mark_projection(session.id, {key})
+
+    def _pending_changed(self, session_id: str) -> None:
+        self.sessions_topic.publish(session_id, ("pending", self.pending(session_id), None))
+        self._mark_index(session_id)
+
+    # -- coalescing -------------------------------------------------------------------------------
+
+    def _later(self, key: str, delay: float, callback: Callable[[], None]) -> None:
+        if key in self._timers or self.stopping:
+            return
+
+        def run() -> None:
+            self._timers.pop(key, None)
+            try:
+                callback()
+            except Exception:
+                log.warning("web stream update %s failed", key, exc_info=True)
+
+        self._timers[key] = asyncio.get_running_loop().call_later(delay, run)
+
+    def _mark_projection(self, session_id: str, keys: set[str]) -> None:
+        if not self.sessions_topic.has(session_id):
+            return
+        self._dirty_projection.setdefault(session_id, set()).update(keys)
+        self._later(f"projection:{session_id}", PROJECTION_INTERVAL_S, lambda: self._flush_projection(session_id))
+
+    def _flush_projection(self, session_id: str) -> None:
+        keys = self._dirty_projection.pop(session_id, set())
+        session = self.store.get(session_id)
+        if session is None or not keys:
+            return
+        values = self.projections(session)
+        for key in sorted(keys):
+            frame = {"key": key, "value": values[key], "asOfSeq": session.seq}
+            self.sessions_topic.publish(session_id, ("projection", frame, None))
+
+    def _mark_index(self, session_id: str) -> None:
+        if not self.index_topic.has(INDEX):
+            return
+        self._dirty_index.add(session_id)
+        self._later("index", INDEX_INTERVAL_S, self._flush_index)
+
+    def _flush_index(self) -> None:
+        dirty, self._dirty_index = self._dirty_index, set()
+        for sid in sorted(dirty):
+            session = self.store.get(sid)
+            if session is None or session.header.get("origin") == "subagent":
+                continue
+            self.index_topic.publish(INDEX, ("session", self.summary(session), None))
+
+    def _mark_agents(self, session: Session) -> None:
+        root = session.id
+        seen = 0
+        current: Session | None = session
+        while current is not None and current.header.get("origin") == "subagent" and seen < 100:
+            root = str(current.header.get("parentSession"))
+            current = self.store.get(root)
+            seen += 1
+        if not self.sessions_topic.has(root):
+            return
+        self._later(f"agents:{root}", PROJECTION_INTERVAL_S, lambda: self._spawn_agents(root))
+
+    def _spawn_agents(self, root: str) -> None:
+        async def send() -> None:
+            from pydsh.apps.web.agents import agent_tree
+
+            tree = await agent_tree(self, root)
+            self.sessions_topic.publish(root, ("agents", {"root": tree}, None))
+
+        task = asyncio.ensure_future(send())
+        task.add_done_callback(_log_failure)
+
+    async def replay(self, session_id: str, after: int) -> AsyncIterator[Frame]:
+        """Stored events after ``after`` of a session that is not live (read in a worker thread)."""
+        session = await self.read(session_id)
+        for event in session.events[after + 1 :]:
+            yield ("session-event", event, event["seq"])
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("web agents update failed", exc_info=task.exception())
+
+
+def _open_ask(events: list[Event], tool_name: str, call_id: str | None) -> str | None:
+    """The id of the newest ``approval/asked`` of this call not yet decided."""
+    decided: set[str] = set()
+    for event in reversed(events):
+        if event["type"] == "approval/decided":
+            decided.add(event["data"]["id"])
+        elif event["type"] == "approval/asked":
+            data = event["data"]
+            if data["id"] not in decided and data["toolName"] == tool_name and data.get("callId") == call_id:
+                return str(data["id"])
+    return None
+
+
+def _call_arguments(events: list[Event], call_id: str | None) -> Any:
+    """The parsed arguments of the ``tool/call`` with ``call_id`` (its raw text if not JSON)."""
+    import json
+
+    if call_id is None:
+        return None
+    for event in reversed(events):
+        if event["type"] == "tool/call" and event["data"].get("callId") == call_id:
+            raw = event["data"].get("arguments")
+            try:
+                return json.loads(raw) if isinstance(raw, str) else raw
+            except ValueError:
+                return raw
+    return None
+
+
+def _checked_answers(questions: list[dict[str, Any]], answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """422 for an unknown question id or option label; unanswered questions get ``selected: []``."""
+    by_id = {str(q["id"]): q for q in questions}
+    given: dict[str, dict[str, Any]] = {}
+    for answer in answers:
+        qid = str(answer.get("id"))
+        question = by_id.get(qid)
+        if question is None:
+            raise ApiError(422, "unknown_question", f'No question has id "{qid}".')
+        labels = {str(o.get("label")) for o in question.get("options") or []}
+        selected = [str(s) for s in answer.get("selected") or []]
+        unknown = [s for s in selected if s not in labels]
+        if unknown:
+            raise ApiError(422, "unknown_option", f'Question "{qid}" has no option "{unknown[0]}".')
+        if len(selected) > 1 and not question.get("multi_select", question.get("multiSelect")):
+            raise ApiError(422, "single_select", f'Question "{qid}" takes one option.')
+        entry: dict[str, Any] = {"id": qid, "selected": selected}
+        if answer.get("custom"):
+            entry["custom"] = str(answer["custom"])
+        given[qid] = entry
+    return [given.get(qid, {"id": qid, "selected": []}) for qid in by_id]
