@@ -121,7 +121,10 @@ class Page {
     this.menu();
     this.tabs();
     this.keys();
-    app.on("sessions", () => this.headerFromSummary());
+    app.on("sessions", () => {
+      this.headerFromSummary();
+      if (!this.store) this.fillDraftWorkspaces();
+    });
     app.on("models", () => this.composer.bind(this.store));
     app.on("settings", () => {
       applyTheme(app.setting("appearance.theme", "system"));
@@ -152,7 +155,7 @@ class Page {
     await this.loadPanels();
     const match = location.hash.match(/^#\/session\/(.+)$/);
     if (match) await this.openSession(decodeURIComponent(match[1]));
-    else this.newSession();
+    else this.newSession(undefined, false);
   }
 
   /** Load every ready panel with import() inside its own error boundary (D3). */
@@ -343,16 +346,16 @@ class Page {
   }
 
   /** The empty state of a new session: workspace and agent-preset chips and the composer. */
-  newSession(workspaceId) {
+  newSession(workspaceId, focus = true) {
     this.closeStream();
     this.store = null;
     app.current = null;
     this.path = null;
     history.replaceState(null, "", "/");
-    const workspaces = [...app.workspaces.values()];
-    const chosen = workspaceId || app.draftWorkspace || workspaces[0]?.workspaceId;
-    app.draftWorkspace = chosen;
-    const ws = h("select", { class: "chip-select", id: "draft-workspace", "aria-label": "Workspace" }, workspaces.map((w) => h("option", { value: w.workspaceId, text: w.name, title: w.path, selected: w.workspaceId === chosen })));
+    if (workspaceId) app.draftWorkspace = workspaceId;
+    const ws = h("select", { class: "chip-select", id: "draft-workspace", "aria-label": "Workspace" });
+    this.draftWorkspace = ws;
+    this.fillDraftWorkspaces();
     ws.addEventListener("change", () => {
       app.draftWorkspace = ws.value;
     });
@@ -374,7 +377,16 @@ class Page {
     this.showTab("chat");
     this.panelCall("session", null);
     this.sidebar.render();
-    this.composer.focus();
+    if (focus) this.composer.focus();
+  }
+
+  /** The workspace chip of the new-session draft (the index stream may arrive after it is drawn). */
+  fillDraftWorkspaces() {
+    const ws = this.draftWorkspace;
+    if (!ws) return;
+    const workspaces = [...app.workspaces.values()];
+    if (!app.workspaces.has(app.draftWorkspace)) app.draftWorkspace = workspaces[0]?.workspaceId;
+    replace(ws, workspaces.map((w) => h("option", { value: w.workspaceId, text: w.name, title: w.path, selected: w.workspaceId === app.draftWorkspace })));
   }
 
   setHeader(title, store) {
@@ -402,6 +414,7 @@ class Page {
   /** Open a session: its detail, its last turns, then its stream after the last seq read. */
   async openSession(id, path = null) {
     this.closeStream();
+    this.draftWorkspace = null;
     this.path = path && path.length > 1 ? path : null;
     const store = new SessionStore(id);
     let detail;
@@ -410,7 +423,7 @@ class Page {
       [detail, page] = await Promise.all([api.session(id), api.tail(id)]);
     } catch (err) {
       notify(err instanceof ApiError && err.status === 404 ? "That session no longer exists." : err.message);
-      if (!this.store) this.newSession();
+      if (!this.store) this.newSession(undefined, false);
       return;
     }
     store.load(detail);

@@ -1,7 +1,7 @@
 // The Chat view: a fold of the session log plus live assistant-stream frames into bubbles, work-detail
 // groups with tool cards, answers, notices, message cards and turn-end rows.
 
-import { announce, clock, contentText, copyButton, duration, h, icon, replace } from "./dom.js";
+import { announce, append, clock, contentText, copyButton, duration, h, icon, replace } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { messageCard } from "./messages.js";
 import { userKind } from "./store.js";
@@ -292,7 +292,7 @@ export class ChatView {
     if (view.work && this.ctx.collapse()) view.expand(false);
     view.refresh();
     const answers = view.answers.join("\n\n");
-    view.el.append(
+    append(view.el, [
       errorRow,
       h(
         "div",
@@ -301,7 +301,7 @@ export class ChatView {
         h("span", { class: "turn-usage" }, icon("database"), `${view.usage} tok`),
         h("time", { text: clock(ev.time) }),
       ),
-    );
+    ]);
     if (this.current === view) this.current = null;
     if (live) announce(view.outcome ? `Turn ${view.outcome.toLowerCase()}` : "Turn completed");
   }

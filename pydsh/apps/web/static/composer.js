@@ -158,7 +158,13 @@ export class Composer {
   fillEfforts(effort) {
     const { efforts } = this.selectedModel();
     this.effort.hidden = !efforts.length;
-    replace(this.effort, efforts.map((e) => h("option", { value: e, text: e, selected: e === effort })));
+    replace(
+      this.effort,
+      efforts.map((e) => {
+        const id = typeof e === "string" ? e : e.id;
+        return h("option", { value: id, text: typeof e === "string" ? e : e.name || e.id, selected: id === effort });
+      }),
+    );
   }
 
   async changeModel(modelChanged) {

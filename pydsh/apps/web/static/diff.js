@@ -60,12 +60,12 @@ function lcs(a, b) {
       ops.push({ op: " ", text: a[i], oldNo: i, newNo: j });
       i++;
       j++;
-    } else if (j < m && (i >= n || table[i][j + 1] >= table[i + 1][j])) {
-      ops.push({ op: "+", text: b[j], newNo: j });
-      j++;
-    } else {
+    } else if (i < n && (j >= m || table[i + 1][j] >= table[i][j + 1])) {
       ops.push({ op: "-", text: a[i], oldNo: i });
       i++;
+    } else {
+      ops.push({ op: "+", text: b[j], newNo: j });
+      j++;
     }
   }
   return ops;
