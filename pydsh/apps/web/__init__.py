@@ -12,10 +12,13 @@ import logging
 import signal
 import socket
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from pydsh.apps.web.hub import WebHub
 from pydsh.apps.web.options import WebOptions, WebUsageError, host_literal, is_loopback, parse_options, refusal
-from pydsh.apps.web.state import Config
+from pydsh.apps.web.state import STATIC, Config, WebState
 from pydsh.kernel.context import Context
 
 log = logging.getLogger("pydsh.web")
@@ -84,14 +87,38 @@ def bind(options: WebOptions) -> socket.socket:
     return sock
 
 
-async def serve(ctx: Context, config: Config, options: WebOptions, sock: socket.socket) -> int:
-    """Run uvicorn on this loop until SIGINT/SIGTERM, then stop cleanly (C5)."""
+@dataclass
+class RunningServer:
+    """A started ``pydsh web`` server: its URL, token, hub and state; :meth:`stop` ends it (C5)."""
+
+    base: str
+    token: str
+    hub: WebHub
+    state: WebState
+    server: Any
+    task: asyncio.Task[None]
+    sock: socket.socket
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/?token={self.token}"
+
+    async def stop(self) -> None:
+        """Cancel running turns, resolve what waits as ``cancelled``, flush, then stop serving."""
+        await self.hub.stop()
+        self.server.should_exit = True
+        await asyncio.wait({self.task}, timeout=SHUTDOWN_BOUND_S)
+        self.sock.close()
+
+
+async def start_server(
+    ctx: Context, config: Config, options: WebOptions, sock: socket.socket, static_dir: Path = STATIC
+) -> RunningServer:
+    """Serve the app on ``sock`` from this loop (the page from ``static_dir``); returns once uvicorn listens."""
     import uvicorn
 
     from pydsh.apps.web.api import build_app
     from pydsh.apps.web.auth import allowed_hosts, new_token
-    from pydsh.apps.web.hub import WebHub
-    from pydsh.apps.web.state import WebState
     from pydsh.kernel.compose import dsh_home
 
     port = sock.getsockname()[1]
@@ -105,10 +132,10 @@ async def serve(ctx: Context, config: Config, options: WebOptions, sock: socket.
         first_workspace=options.cwd,
         profile=str(info.get("profile") or "web"),
         config=config,
+        static_dir=static_dir,
     )
     hub = WebHub(ctx, options.cwd)
     hub.start()
-    ctx.provide("web_hub", hub)
     app = build_app(hub, state, allowed_hosts(options.host, port, options.trusted_hosts))
     server = _Server(
         uvicorn.Config(
@@ -121,32 +148,37 @@ async def serve(ctx: Context, config: Config, options: WebOptions, sock: socket.
             timeout_graceful_shutdown=2,
         )
     )
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.005)
+    if task.done():
+        await hub.stop()
+        task.result()
+        raise OSError("the web server stopped while starting")
+    base = f"http://{host_literal(options.host)}:{port}"
+    return RunningServer(base, token, hub, state, server, task, sock)
+
+
+async def serve(ctx: Context, config: Config, options: WebOptions, sock: socket.socket) -> int:
+    """Run until SIGINT/SIGTERM (or the server fails), then stop cleanly and exit 0 (C2, C3, C5)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, stop.set)
-    task = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
-        while not server.started and not task.done():
-            await asyncio.sleep(0.005)
-        if task.done():
-            task.result()
-            return 1
-        url = f"http://{host_literal(options.host)}:{port}/?token={token}"
-        print(f"pydsh web: {url}", flush=True)
+        running = await start_server(ctx, config, options, sock)
+        print(f"pydsh web: {running.url}", flush=True)
         if options.open_browser:
-            loop.run_in_executor(None, _open_browser, url)
+            loop.run_in_executor(None, _open_browser, running.url)
         waiter = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({running.task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
+        failed = running.task.done() and not running.task.cancelled() and running.task.exception() is not None
+        await running.stop()
+        return 1 if failed else 0
     finally:
         for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
-        await hub.stop()
-        server.should_exit = True
-        await asyncio.wait({task}, timeout=SHUTDOWN_BOUND_S)
-        sock.close()
-    return 0
 
 
 def _open_browser(url: str) -> None:

@@ -1,82 +1,81 @@
-"""Fixtures of the browser tests: one headless Chromium per run, a `pydsh web` server per test, and pages that
-fail the test on any console error or uncaught exception."""
+"""The ``web`` rig: a scripted ``web`` profile host serving the app on a loopback port, and a signed-in client."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.apps.web.harness import CHROMIUM_ARGS, MISSING_CHROMIUM, WebServer, chromium_path
+from pydsh.apps.web import RunningServer, bind, start_server
+from pydsh.apps.web.options import WebOptions
+from pydsh.apps.web.state import Config
+from pydsh.testing.hosts import ScriptedHost
+
+JSON = {"Content-Type": "application/json"}
+INDEX = '<!doctype html><html><head><script type="module" src="/static/v{{version}}/app.js"></script></head></html>\n'
 
 
-@pytest.fixture(scope="session")
-def chromium() -> Iterator[Any]:
-    """Debian's Chromium through Playwright (never a downloaded browser)."""
-    path = chromium_path()
-    if path is None:
-        pytest.fail(MISSING_CHROMIUM, pytrace=False)
-    from playwright.sync_api import sync_playwright
+@dataclass
+class Web:
+    host: ScriptedHost
+    server: RunningServer
+    client: httpx.AsyncClient
+    workspace: Path
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    async def post(self, path: str, body: Any, **kw: Any) -> httpx.Response:
+        return await self.client.post(path, content=json.dumps(body), headers=JSON, **kw)
+
+    async def put(self, path: str, body: Any) -> httpx.Response:
+        return await self.client.put(path, content=json.dumps(body), headers=JSON)
+
+    async def new_session(self, text: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"cwd": str(self.workspace)}
+        if text is not None:
+            body["prompt"] = {"text": text}
+        response = await self.post("/api/sessions", body)
+        assert response.status_code == 201, response.text
+        return dict(response.json())
+
+    async def idle(self, session_id: str) -> None:
+        agent = self.host.ctx.require("agents").get(session_id)
+        await agent.when_idle()
+
+
+async def open_web(
+    script: list[Any], home: Path, tmp_path: Path, config: Config | None = None, patches: list[Any] | None = None
+) -> AsyncIterator[Web]:
+    workspace = tmp_path / "work"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "hello.txt").write_text("hello world\nsecond line\n")
+    static = tmp_path / "static"
+    static.mkdir(exist_ok=True)
+    (static / "index.html").write_text(INDEX)
+    (static / "app.js").write_text("export const ok = 1;\n")
+    (static / "style.css").write_text("body { margin: 0; }\n")
+    async with ScriptedHost(script, profile="web", cwd=workspace, dsh_home=home, patches=patches or []) as host:
+        options = WebOptions(port=0, open_browser=False, cwd=str(workspace))
+        server = await start_server(host.ctx, config or Config(), options, bind(options), static_dir=static)
+        try:
+            async with httpx.AsyncClient(base_url=server.base, timeout=10) as client:
+                signed = await client.get(f"/?token={server.token}")
+                assert signed.status_code == 303
+                yield Web(host, server, client, workspace)
+        finally:
+            await server.stop()
 
 
 @pytest.fixture
-def web(tmp_path: Path) -> Iterator[Callable[..., WebServer]]:
-    """Start `pydsh web` on a scripted model; every server started is stopped with SIGTERM and must exit 0."""
-    servers: list[WebServer] = []
-
-    def start(scripts: list[Any], **kw: Any) -> WebServer:
-        server = WebServer(tmp_path / f"s{len(servers)}", scripts, **kw)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        assert server.stop() == 0, server.stderr()
-
-
-class Browser:
-    """A signed-in page on a server, collecting console errors and page errors."""
-
-    def __init__(self, chromium: Any, server: WebServer, *, color_scheme: str = "light") -> None:
-        self.server = server
-        self.errors: list[str] = []
-        self.context = chromium.new_context(
-            viewport={"width": 1400, "height": 900},
-            reduced_motion="reduce",
-            color_scheme=color_scheme,
-            accept_downloads=True,
-        )
-        self.page = self.context.new_page()
-        self.page.clock.set_fixed_time(time.time())
-        self.page.on("console", lambda m: self.errors.append(f"console: {m.text}") if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        self.page.goto(server.url)
-        self.page.wait_for_selector("#new-session")
-
-    def close(self) -> None:
-        self.context.close()
+def script() -> list[Any]:
+    """The model's answers; a test overrides it with ``@pytest.mark.parametrize`` or its own fixture."""
+    return [{"text": "Hello from the scripted model."}] * 4
 
 
 @pytest.fixture
-def browse(chromium: Any) -> Iterator[Callable[..., Browser]]:
-    """Open signed-in pages; any console error or page error fails the test."""
-    opened: list[Browser] = []
-
-    def open_page(server: WebServer, **kw: Any) -> Browser:
-        b = Browser(chromium, server, **kw)
-        opened.append(b)
-        return b
-
-    yield open_page
-    errors = [e for b in opened for e in b.errors]
-    for b in opened:
-        b.close()
-    assert not errors, "\n".join(errors)
+async def web(script: list[Any], isolated_home: Path, tmp_path: Path) -> AsyncIterator[Web]:
+    async for rig in open_web(script, isolated_home, tmp_path):
+        yield rig

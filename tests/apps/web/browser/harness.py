@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 ARTIFACTS = REPO / "test-artifacts" / "web"
 CHROMIUM_ARGS = [
     "--no-sandbox",

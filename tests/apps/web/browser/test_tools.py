@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.apps.web.harness import screenshot, wait_for
-from tests.apps.web.test_chat import send
+from tests.apps.web.browser.harness import screenshot, wait_for
+from tests.apps.web.browser.test_chat import send
 
 
 def tool_script() -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.apps.web.harness import screenshot, wait_for
+from tests.apps.web.browser.harness import screenshot, wait_for
 
 WORDS = ["The ", "answer ", "streams ", "in ", "six ", "chunks."]
 
