@@ -23,10 +23,8 @@ export class ApiError extends Error {
  */
 export async function call(method, path, body) {
   const init = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
-  if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
+  if (method !== "GET") init.headers["Content-Type"] = "application/json";
+  if (body !== undefined) init.body = JSON.stringify(body);
   const response = await fetch(path, init);
   if (response.status === 204) return null;
   const text = await response.text();

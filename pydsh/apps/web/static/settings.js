@@ -142,7 +142,7 @@ export class SettingsDialog {
     const list = h("ul", { class: "providers" });
     for (const p of app.models.providers || []) {
       const edit = h("button", { type: "button", class: "btn small", text: "Edit" });
-      edit.addEventListener("click", () => panel.append(this.providerForm(p)));
+      edit.addEventListener("click", () => this.showForm(panel, p));
       const remove = h("button", { type: "button", class: "btn small", text: "Remove" });
       remove.addEventListener("click", async () => {
         try {
@@ -156,23 +156,33 @@ export class SettingsDialog {
       list.append(h("li", { class: "provider", dataset: { providerId: p.id } }, h("span", { class: `dot ${p.configured ? "ok" : "off"}`, "aria-hidden": "true" }), h("span", { class: "provider-name", text: p.label || p.id }), h("span", { class: "muted provider-status", text: status }), edit, remove));
     }
     const add = h("button", { type: "button", class: "btn small" }, icon("plus"), "Add provider");
-    add.addEventListener("click", () => panel.append(this.providerForm(null)));
+    add.addEventListener("click", () => this.showForm(panel, null));
     const defaults = app.models.defaults || {};
     panel.append(list, add, h("p", { class: "hint", text: `Default model: ${defaults.provider || "—"}/${defaults.model || "—"}${defaults.effort ? ` · ${defaults.effort}` : ""}` }));
   }
 
+  /** Show one provider form (Edit or Add) at the end of the Models tab and focus its first field. */
+  showForm(panel, p) {
+    panel.querySelector(".provider-form")?.remove();
+    const form = this.providerForm(p);
+    panel.append(form);
+    form.querySelector("select, input")?.focus();
+  }
+
   providerForm(p) {
-    const kind = h("select", { class: "input" }, [["deepseek-official", "DeepSeek"], ["openai-compatible", "OpenAI-compatible"]].map(([v, l]) => h("option", { value: v, text: l, selected: p?.kind === v })));
+    const kind = h("select", { class: "input" }, [["deepseek", "DeepSeek"], ["openai-compatible", "OpenAI-compatible"]].map(([v, l]) => h("option", { value: v, text: l, selected: p?.kind === v })));
+    const pid = h("input", { type: "text", class: "input", value: p?.id || "", disabled: Boolean(p), placeholder: "my-provider" });
     const label = h("input", { type: "text", class: "input", value: p?.label || "" });
     const base = h("input", { type: "url", class: "input", value: p?.baseUrl || "" });
     const key = h("input", { type: "password", class: "input", autocomplete: "off", placeholder: p?.configured ? "Key saved — type to replace" : "" });
     const models = h("textarea", { class: "input", rows: "3", placeholder: "model-id contextWindow efforts… (one per line)" });
     models.value = (p?.models || []).map((m) => [m.id, m.contextWindow || "", ...(m.efforts || [])].join(" ").trim()).join("\n");
     const error = h("p", { class: "field-error", role: "alert", hidden: true });
-    const form = h("form", { class: "provider-form" }, this.field("Kind", kind), this.field("Label", label), this.field("Base URL", base), this.field("API key (write-only)", key), this.field("Models", models, "One per line: id, context window, then efforts"), error, h("button", { type: "submit", class: "btn primary", text: "Save" }));
+    const form = h("form", { class: "provider-form" }, this.field("Kind", kind), this.field("Id (OpenAI-compatible)", pid), this.field("Label", label), this.field("Base URL", base), this.field("API key (write-only)", key), this.field("Models", models, "One per line: id, context window, then efforts"), error, h("button", { type: "submit", class: "btn primary", text: "Save" }));
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       const body = { kind: kind.value };
+      if (!p && pid.value.trim()) body.id = pid.value.trim();
       if (label.value) body.label = label.value;
       if (base.value) body.baseUrl = base.value;
       if (key.value) body.apiKey = key.value;

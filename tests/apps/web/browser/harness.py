@@ -3,6 +3,7 @@ through Playwright, console-error capture and non-blank screenshot checks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +65,16 @@ def replay_patch(scripts: list[Any], *, pace_ms: int = 0, extra: list[Any] = ())
 class WebServer:
     """`pydsh web --port 0 --no-open` as a subprocess in a temporary DSH_HOME and workspace."""
 
-    def __init__(self, root: Path, scripts: list[Any], *, pace_ms: int = 0, extra: list[Any] = (), args: list[str] = ()):
+    def __init__(
+        self,
+        root: Path,
+        scripts: list[Any],
+        *,
+        pace_ms: int = 0,
+        extra: list[Any] = (),
+        args: list[str] = (),
+        env: dict[str, str] | None = None,
+    ):
         self.root = root
         self.home = root / "home"
         self.workspace = root / "work"
@@ -72,9 +83,11 @@ class WebServer:
         (self.workspace / "hello.txt").write_text("hello world\nsecond line\n")
         patch = root / "patch.yml"
         patch.write_text(yaml.safe_dump(replay_patch(scripts, pace_ms=pace_ms, extra=list(extra))))
+        extra_env = env
         env = {**os.environ, "PYTHONPATH": str(REPO), "DSH_HOME": str(self.home)}
         for key in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY"):
             env.pop(key, None)
+        env.update(extra_env or {})
         self.stderr_path = root / "server.stderr"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pydsh", "web", "--patch", str(patch), "--port", "0", "--no-open", "--cwd", str(self.workspace), *args],
@@ -102,11 +115,12 @@ class WebServer:
     def stderr(self) -> str:
         return self.stderr_path.read_text() if self.stderr_path.exists() else ""
 
-    def client(self) -> httpx.Client:
+    @contextlib.contextmanager
+    def client(self) -> Iterator[httpx.Client]:
         """An httpx client holding the auth cookie."""
-        client = httpx.Client(base_url=self.origin, timeout=30)
-        client.get(f"/?token={self.token}")
-        return client
+        with httpx.Client(base_url=self.origin, timeout=30) as client:
+            client.get(f"/?token={self.token}")
+            yield client
 
     def session_ids(self) -> list[str]:
         with self.client() as c:
