@@ -28,6 +28,7 @@ from pydsh.apps.web.fanout import Frame, Subscriber
 from pydsh.apps.web.guard import MAX_BODY, Guard
 from pydsh.apps.web.hub import WebHub
 from pydsh.apps.web.state import WebState
+from pydsh.apps.web.team import team_view
 
 log = logging.getLogger("pydsh.web")
 
@@ -379,9 +380,12 @@ class Api:
         """The session stream (§4.3): hello, replay after ``after``/``Last-Event-ID``, then live frames."""
         sid = request.path_params["id"]
         after = _after(request)
-        session = await self.hub.read(sid)
         sub, live_events, inflight = self.hub.subscribe(sid)
-        events = live_events if live_events is not None else list(session.events)
+        try:
+            events = live_events if live_events is not None else list((await self.hub.read(sid)).events)
+        except BaseException:
+            self.hub.unsubscribe(sid, sub)
+            raise
         hello = {
             "sessionId": sid,
             "lastSeq": events[-1]["seq"] if events else -1,
@@ -391,10 +395,9 @@ class Api:
         replay: list[Frame] = [("hello", hello, None)]
         replay += [("session-event", e, e["seq"]) for e in events if e["seq"] > after]
         replay += [("assistant-stream", f, None) for f in inflight]
-        if self.state.teams_composed() and sid in self.hub.handles:
-            team = self.state.team_view(self.hub, sid)
-            if team is not None:
-                replay.append(("team", team, None))
+        team = team_view(self.hub, sid)
+        if team is not None:
+            replay.append(("team", team, None))
 
         def done() -> None:
             self.hub.unsubscribe(sid, sub)
@@ -476,8 +479,7 @@ class Api:
         await self.hub.read(sid)
         if not self.state.teams_composed():
             raise ApiError(404, "feature_unavailable", "Agent Teams is not composed in this profile.")
-        team = self.state.team_view(self.hub, sid)
-        return JSONResponse(team or {"members": [], "tasks": []})
+        return JSONResponse(team_view(self.hub, sid) or {"members": [], "tasks": []})
 
     async def log(self, request: Request) -> Response:
         """The stored v4 JSONL of a session (or a ZIP of its tree with ``?tree=1``), as an attachment."""
@@ -575,7 +577,7 @@ async def _frames(replay: list[Frame], sub: Subscriber, after: int | None) -> As
     for frame in replay:
         out = _encode(frame, last)
         if out is not None:
-            last = max(last, frame[2] or -1)
+            last = last if frame[2] is None else max(last, frame[2])
             yield out
     while True:
         batch = await sub.next_batch(PING_S)
@@ -586,7 +588,7 @@ async def _frames(replay: list[Frame], sub: Subscriber, after: int | None) -> As
         for frame in batch:
             out = _encode(frame, last)
             if out is not None:
-                last = max(last, frame[2] or -1)
+                last = last if frame[2] is None else max(last, frame[2])
                 yield out
 
 

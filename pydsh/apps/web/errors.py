@@ -9,6 +9,7 @@ class ApiError(Exception):
     """An HTTP error with a snake_case code and a one-sentence message."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
+        message = sentence(message)
         super().__init__(message)
         self.status = status
         self.code = code
@@ -16,6 +17,12 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         return error_body(self.code, self.message)
+
+
+def sentence(text: str) -> str:
+    """``text`` as one line ending in a full stop (error messages are one sentence)."""
+    line = " ".join(text.split())
+    return line if line.endswith((".", "!", "?")) else f"{line}."
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:

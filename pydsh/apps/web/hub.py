@@ -26,9 +26,11 @@ from pydsh.agent.registry import AgentHandle, AgentRegistry, CreateAgentOptions
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.fanout import Frame, Subscriber, Topic
 from pydsh.apps.web.summary import SummaryFold, fold_events, workspace_id
+from pydsh.apps.web.team import lead_of, team_view
 from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.kernel.fiber import Disposer
+from pydsh.policy.questions import Answer, QuestionRequest
 from pydsh.session.errors import SessionAlreadyOwnedError, SessionError, SessionPersistenceNotFoundError
 from pydsh.session.events import Event
 from pydsh.session.log import Session, SessionStore
@@ -73,14 +75,13 @@ class PendingApproval:
 class PendingQuestion:
     """A set of user questions waiting for the browser; ``future`` resolves to the answers."""
 
-    request_id: str
+    request: QuestionRequest
     session_id: str
-    questions: list[dict[str, Any]]
     asked_at: int
-    future: asyncio.Future[dict[str, Any]] = field(repr=False)
+    future: asyncio.Future[list[Answer]] = field(repr=False)
 
     def view(self) -> dict[str, Any]:
-        return {"requestId": self.request_id, "questions": self.questions, "askedAt": self.asked_at}
+        return {"requestId": self.request.request_id, "questions": self.request.questions, "askedAt": self.asked_at}
 
 
 def now_ms() -> int:
@@ -129,12 +130,19 @@ class WebHub:
             ctx.on("agent/status", self._on_status),
             ctx.on("agent/assistant-stream", self._on_stream),
         ]
+        if ctx.get("agent_teams") is not None:
+            from pydsh.teams.service import ROUTES_CHANGED
+
+            self._listeners.append(ctx.on(ROUTES_CHANGED, self._mark_team))
         projections = ctx.get("session_projections")
         if projections is not None:
             self._listeners.append(projections.on_changed(ctx, self._on_projection))
         approval = ctx.get("approval")
         if approval is not None:
             self._listeners.append(approval.add_answerer(ctx, self.answer_approval))
+        questions = ctx.get("user_questions")
+        if questions is not None:
+            self._listeners.append(questions.add_answerer(ctx, self.answer_questions))
 
     async def stop(self) -> None:
         """Cancel running turns, resolve what waits as ``cancelled``, flush and close every stream (C5)."""
@@ -404,40 +412,45 @@ class WebHub:
             e["type"] == "approval/asked" and e["data"].get("id") == approval_id for e in session.events
         )
 
-    async def ask_questions(self, agent: Agent, questions: list[dict[str, Any]]) -> dict[str, Any]:
-        """The user-questions provider (F37): publish the questions and wait for the browser's answers."""
-        if self.stopping:
-            raise asyncio.CancelledError
+    async def answer_questions(self, request: QuestionRequest) -> list[Answer] | None:
+        """The user-questions answerer (F37): publish the questions and wait for the browser's answers."""
+        agent = request.agent
+        if agent is None or self.stopping:
+            return None
         pending = PendingQuestion(
-            request_id=str(uuid.uuid4()),
+            request=request,
             session_id=agent.id,
-            questions=questions,
             asked_at=now_ms(),
             future=asyncio.get_running_loop().create_future(),
         )
-        self.questions[pending.request_id] = pending
+        self.questions[request.request_id] = pending
         self._pending_changed(agent.id)
         try:
             return await pending.future
         finally:
-            self.questions.pop(pending.request_id, None)
-            self.settled.add(pending.request_id)
+            self.questions.pop(request.request_id, None)
+            self.settled.add(request.request_id)
             self._pending_changed(agent.id)
 
     def answer(self, session_id: str, request_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Validate and deliver answers (or a skip) to a waiting question set."""
+        """Deliver answers (or a skip) to a waiting question set: 404 unknown, 409 settled, 422 bad id/option."""
         pending = self.questions.get(request_id)
-        if pending is None or pending.session_id != session_id:
-            if request_id in self.settled:
+        if pending is None or pending.session_id != session_id or pending.future.done():
+            if request_id in self.settled or (pending is not None and pending.future.done()):
                 raise ApiError(409, "already_answered", "These questions were already answered.")
             raise not_found(f'Question "{request_id}"')
+        request = pending.request
         if body.get("skip"):
-            answers = [{"id": q["id"], "selected": []} for q in pending.questions]
+            answers = request.skipped()
         else:
-            answers = _checked_answers(pending.questions, body.get("answers") or [])
-        result = {"answers": answers}
-        pending.future.set_result(result)
-        return result
+            try:
+                answers = request.answers_from_json(body)
+            except ValueError as exc:
+                raise ApiError(422, "invalid_answer", f"{str(exc)[:1].upper()}{str(exc)[1:]}.") from None
+        given = {a.id: a for a in answers}
+        complete = [given.get(str(q["id"]), Answer(str(q["id"]))) for q in request.questions]
+        pending.future.set_result(complete)
+        return {"answers": [a.to_json() for a in complete]}
 
     def pending(self, session_id: str) -> dict[str, Any]:
         """The ``Pending`` value of a session (§4.1)."""
@@ -608,6 +621,8 @@ class WebHub:
             self._mark_projection(session.id, {"title", "todos", "sessionStats", "modelSelection", "permissionPreset"})
             if session.header.get("origin") == "subagent" or etype == "subagent/catalog":
                 self._mark_agents(session)
+            if etype.startswith("team/"):
+                self._mark_team(session.id)
         except Exception:
             log.warning("web fan-out of a session event failed", exc_info=True)
 
@@ -618,6 +633,9 @@ class WebHub:
         self._mark_index(agent.id)
         if agent.session.header.get("origin") == "subagent":
             self._mark_agents(agent.session)
+            lead = lead_of(self, agent.id)
+            if lead is not None:
+                self._mark_team(lead)
 
     def _on_stream(self, payload: dict[str, Any]) -> None:
         frame = payload["frame"]
@@ -695,6 +713,15 @@ class WebHub:
             return
         self._later(f"agents:{root}", PROJECTION_INTERVAL_S, lambda: self._spawn_agents(root))
 
+    def _mark_team(self, lead_id: str) -> None:
+        if self.sessions_topic.has(lead_id):
+            self._later(f"team:{lead_id}", PROJECTION_INTERVAL_S, lambda: self._send_team(lead_id))
+
+    def _send_team(self, lead_id: str) -> None:
+        team = team_view(self, lead_id)
+        if team is not None:
+            self.sessions_topic.publish(lead_id, ("team", team, None))
+
     def _spawn_agents(self, root: str) -> None:
         async def send() -> None:
             from pydsh.apps.web.agents import agent_tree
@@ -744,26 +771,3 @@ def _call_arguments(events: list[Event], call_id: str | None) -> Any:
             except ValueError:
                 return raw
     return None
-
-
-def _checked_answers(questions: list[dict[str, Any]], answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """422 for an unknown question id or option label; unanswered questions get ``selected: []``."""
-    by_id = {str(q["id"]): q for q in questions}
-    given: dict[str, dict[str, Any]] = {}
-    for answer in answers:
-        qid = str(answer.get("id"))
-        question = by_id.get(qid)
-        if question is None:
-            raise ApiError(422, "unknown_question", f'No question has id "{qid}".')
-        labels = {str(o.get("label")) for o in question.get("options") or []}
-        selected = [str(s) for s in answer.get("selected") or []]
-        unknown = [s for s in selected if s not in labels]
-        if unknown:
-            raise ApiError(422, "unknown_option", f'Question "{qid}" has no option "{unknown[0]}".')
-        if len(selected) > 1 and not question.get("multi_select", question.get("multiSelect")):
-            raise ApiError(422, "single_select", f'Question "{qid}" takes one option.')
-        entry: dict[str, Any] = {"id": qid, "selected": selected}
-        if answer.get("custom"):
-            entry["custom"] = str(answer["custom"])
-        given[qid] = entry
-    return [given.get(qid, {"id": qid, "selected": []}) for qid in by_id]

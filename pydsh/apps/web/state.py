@@ -261,42 +261,6 @@ class WebState:
     def panel_routes(self) -> list[BaseRoute]:
         return [route for p in self._panels for route in p.routes]
 
-    def team_view(self, hub: WebHub, session_id: str) -> dict[str, Any] | None:
-        """``{members, tasks}`` of the Team this session leads (``None`` if it leads none)."""
-        teams = self.ctx.get("agent_teams")
-        lead = hub.agents.get(session_id)
-        if teams is None or lead is None:
-            return None
-        membership = teams.try_membership(lead)
-        if membership is None or membership.role != "lead":
-            return None
-        from pydsh.teams import board
-        from pydsh.teams.errors import TeamError
-        from pydsh.teams.fold import task_number
-
-        try:
-            roster = teams.roster(lead)
-            state = teams.sound_state(lead)
-        except TeamError:
-            return None
-        members = [
-            {
-                "name": row["target"],
-                "role": row["role"],
-                "status": row["status"],
-                "model": row.get("route") or {"model": row.get("model")},
-                "source": _route_source(row.get("routeSource")),
-                "description": row.get("description"),
-            }
-            for row in roster
-        ]
-        tasks = [
-            board.view(state, task, lambda sid: teams.name_of(lead, state, sid))
-            for task in sorted(state.tasks.values(), key=lambda t: task_number(t["id"]))
-            if task["status"] != "deleted"
-        ]
-        return {"members": members, "tasks": tasks}
-
     # -- workspaces -----------------------------------------------------------------------------
 
     @property
@@ -545,10 +509,6 @@ def _allowed(key: str, value: Any) -> bool:
     if isinstance(rule, tuple) and all(isinstance(r, type) for r in rule):
         return isinstance(value, rule)
     return value in rule
-
-
-def _route_source(source: Any) -> str:
-    return {"override": "team-override", "team-default": "team-default"}.get(str(source), "descriptor")
 
 
 def _model_view(info: dict[str, Any]) -> dict[str, Any]:

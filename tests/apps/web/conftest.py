@@ -27,8 +27,11 @@ class Web:
     client: httpx.AsyncClient
     workspace: Path
 
-    async def post(self, path: str, body: Any, **kw: Any) -> httpx.Response:
-        return await self.client.post(path, content=json.dumps(body), headers=JSON, **kw)
+    async def post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+        return await self.client.post(path, content=json.dumps(body), headers={**JSON, **(headers or {})})
+
+    async def delete(self, path: str) -> httpx.Response:
+        return await self.client.request("DELETE", path, headers=JSON)
 
     async def put(self, path: str, body: Any) -> httpx.Response:
         return await self.client.put(path, content=json.dumps(body), headers=JSON)

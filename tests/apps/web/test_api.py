@@ -294,9 +294,7 @@ async def test_workspaces_settings_and_info(web: Web, tmp_path: Any) -> None:
     missing = await web.post("/api/known-workspaces", {"path": str(tmp_path / "missing")})
     assert missing.status_code == 422 and missing.json()["error"]["code"] == "not_a_directory"
     wid = added.json()["workspace"]["workspaceId"]
-    assert (
-        await web.client.request("DELETE", f"/api/known-workspaces/{wid}", headers={"Content-Type": "application/json"})
-    ).status_code == 204
+    assert (await web.delete(f"/api/known-workspaces/{wid}")).status_code == 204
     assert other.is_dir()
     assert [w["path"] for w in (await web.client.get("/api/known-workspaces")).json()["workspaces"]] == [
         str(web.workspace)
@@ -343,3 +341,70 @@ async def test_api_keys_are_write_only(web: Web, isolated_home: Any) -> None:
         )
     ).status_code == 204
     assert "deepseek-official" not in json.loads(credentials.read_text())
+
+
+ASK = {
+    "tool_calls": [
+        {
+            "name": "ask_user_question",
+            "arguments": {
+                "questions": [
+                    {
+                        "id": "q1",
+                        "header": "Colour",
+                        "question": "Which colour?",
+                        "options": [{"label": "Blue (Recommended)"}, {"label": "Red"}],
+                    }
+                ]
+            },
+        }
+    ]
+}
+
+
+def tool_result_text(web: Web, session_id: str) -> str:
+    events = web.host.ctx.require("sessions").get(session_id).events
+    result = next(e for e in events if e["type"] == "tool/result")
+    return "".join(b["text"] for b in result["data"]["message"]["content"])
+
+
+@pytest.mark.parametrize("script", [[ASK, {"text": "thanks"}]])
+async def test_a_question_is_answered_from_the_browser(web: Web) -> None:
+    sid = (await web.new_session("Ask me"))["session"]["sessionId"]
+    await until(lambda: web.server.hub.questions)
+    detail = (await web.client.get(f"/api/sessions/{sid}")).json()
+    question = detail["pending"]["questions"][0]
+    assert question["questions"][0]["options"][0]["label"] == "Blue (Recommended)"
+    assert detail["session"]["waiting"] == {"approvals": 0, "questions": 1}
+    url = f"/api/sessions/{sid}/questions/{question['requestId']}"
+    bad = await web.post(url, {"answers": [{"id": "q1", "selected": ["Green"]}]})
+    assert bad.status_code == 422 and "Green" in bad.json()["error"]["message"]
+    unknown = await web.post(url, {"answers": [{"id": "q9", "selected": []}]})
+    assert unknown.status_code == 422
+    answered = await web.post(url, {"answers": [{"id": "q1", "selected": ["Blue (Recommended)"]}]})
+    assert answered.status_code == 200
+    assert answered.json() == {"answers": [{"id": "q1", "selected": ["Blue (Recommended)"]}]}
+    await web.idle(sid)
+    assert tool_result_text(web, sid) == '{"answers":[{"id":"q1","selected":["Blue (Recommended)"]}]}'
+    again = await web.post(url, {"skip": True})
+    assert again.status_code == 409 and again.json()["error"]["code"] == "already_answered"
+
+
+@pytest.mark.parametrize("script", [[ASK, {"text": "ok"}]])
+async def test_skip_answers_every_question_with_nothing_selected(web: Web) -> None:
+    sid = (await web.new_session("Ask me"))["session"]["sessionId"]
+    pending = (await until(lambda: list(web.server.hub.questions.values())))[0]
+    response = await web.post(f"/api/sessions/{sid}/questions/{pending.request.request_id}", {"skip": True})
+    assert response.json() == {"answers": [{"id": "q1", "selected": []}]}
+    await web.idle(sid)
+    assert tool_result_text(web, sid) == '{"answers":[{"id":"q1","selected":[]}]}'
+
+
+@pytest.mark.parametrize("script", [[ASK, {"text": "ok"}]])
+async def test_typed_text_is_the_custom_answer(web: Web) -> None:
+    sid = (await web.new_session("Ask me"))["session"]["sessionId"]
+    pending = (await until(lambda: list(web.server.hub.questions.values())))[0]
+    body = {"answers": [{"id": "q1", "selected": [], "custom": "Teal"}]}
+    assert (await web.post(f"/api/sessions/{sid}/questions/{pending.request.request_id}", body)).status_code == 200
+    await web.idle(sid)
+    assert tool_result_text(web, sid) == '{"answers":[{"id":"q1","selected":[],"custom":"Teal"}]}'

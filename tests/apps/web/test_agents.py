@@ -1,0 +1,125 @@
+"""The agent tree, the Team panel and optional panels over the web API (spec 12 F30–F32, §7)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pydsh.apps.web.state import Config, PanelConfig
+from tests.apps.web.conftest import Web, open_web
+from tests.apps.web.test_api import read_stream
+
+TEAMS = [{"id": "agent-teams", "disabled": False}, {"id": "tool-agent-team", "disabled": False}]
+
+
+def calls(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_calls": list(items)}
+
+
+async def quiet(web: Web, timeout: float = 20) -> None:
+    """Until no agent runs or holds input and every activation settled, three polls in a row."""
+    service = web.host.ctx.require("subagents")
+    agents = web.host.ctx.require("agents")
+
+    async def poll() -> None:
+        calm = 0
+        while calm < 3:
+            busy = any(a.status != "idle" or a.inbox.has_pending for a in agents.all())
+            settling = any(a.settling is not None for a in service.activations.values())
+            calm = 0 if busy or settling else calm + 1
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+DELEGATE = calls(
+    {"name": "subagent", "arguments": {"name": "reviewer", "description": "review the change", "prompt": "review"}}
+)
+
+
+@pytest.mark.parametrize("script", [[[DELEGATE] + [{"text": "lead done"}] * 3, [{"text": "review done"}]]])
+async def test_the_tree_names_the_subagent_with_its_model_and_outcome(web: Web) -> None:
+    lead = (await web.new_session("Delegate a review"))["session"]["sessionId"]
+    frames = asyncio.ensure_future(read_stream(web, lead, lambda fs: any(f[0] == "agents" for f in fs)))
+    await quiet(web)
+    root = (await web.client.get(f"/api/sessions/{lead}/agents")).json()["root"]
+    assert root["name"] == "lead" and root["sessionId"] == lead
+    assert root["model"] == {"provider": "deepseek-official", "model": "deepseek-v4-flash", "source": "session"}
+    [child] = root["children"]
+    assert child["name"] == "reviewer"
+    assert child["outcome"] == "completed"
+    assert child["status"] in ("idle", "inactive")
+    assert child["model"]["source"] == "descriptor" and child["model"]["model"] == "deepseek-v4-flash"
+    assert child["tokens"] > 0 and child["startedAt"] >= root["startedAt"]
+    listed = [s["sessionId"] for s in (await web.client.get("/api/sessions")).json()["sessions"]]
+    assert listed == [lead]
+    member = (await web.client.get(f"/api/sessions/{child['sessionId']}")).json()["session"]
+    assert member["parentSessionId"] == lead
+    pushed = [f for f in await asyncio.wait_for(frames, 10) if f[0] == "agents"]
+    assert pushed[-1][1]["root"]["children"][0]["name"] == "reviewer"
+    tree = await web.client.get(f"/api/sessions/{lead}/log", params={"tree": "1"})
+    names = zipfile.ZipFile(io.BytesIO(tree.content)).namelist()
+    assert sorted(names) == sorted(f"{sid}.session.v4.jsonl" for sid in (lead, child["sessionId"]))
+
+
+SPAWN = calls({"name": "spawn_teammate", "arguments": {"name": "grader", "description": "grade", "prompt": "grade it"}})
+TASK = calls({"name": "team_task_create", "arguments": {"subject": "Grade the work", "description": "grade it"}})
+
+
+async def test_the_team_panel_shows_members_and_tasks(isolated_home: Path, tmp_path: Path) -> None:
+    script = [[SPAWN, TASK] + [{"text": "lead done"}] * 4, [{"text": "graded"}] * 3]
+    async for web in open_web(script, isolated_home, tmp_path, patches=[TEAMS]):
+        assert (await web.client.get("/api/info")).json()["features"]["teams"] is True
+        panels = (await web.client.get("/api/ui/panels")).json()["panels"]
+        assert {"id": "team", "url": "/static/v0.1.0/team.js", "status": "ready"} in panels
+        lead = (await web.new_session("Build a team"))["session"]["sessionId"]
+        await quiet(web)
+        team = (await web.client.get(f"/api/sessions/{lead}/team")).json()
+        names = {m["name"]: m for m in team["members"]}
+        assert set(names) == {"lead", "grader"}
+        assert names["lead"]["role"] == "lead" and names["grader"]["role"] == "teammate"
+        assert names["grader"]["model"]["model"] == "deepseek-v4-flash"
+        assert names["grader"]["model"]["source"] == "descriptor"
+        [task] = team["tasks"]
+        assert task["subject"] == "Grade the work" and task["status"] == "pending"
+        hello = await read_stream(web, lead, lambda fs: any(f[0] == "team" for f in fs))
+        assert next(f for f in hello if f[0] == "team")[1] == team
+
+
+async def test_without_teams_there_is_no_team_panel(web: Web) -> None:
+    assert (await web.client.get("/api/ui/panels")).json() == {"panels": []}
+    assert (await web.client.get("/api/info")).json()["features"]["teams"] is False
+
+
+def routes(ctx: Any) -> list[Any]:
+    """A panel's server part for the test below: one route."""
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def hello(request: Any) -> JSONResponse:
+        return JSONResponse({"hello": "panel"})
+
+    return [Route("/hello", hello)]
+
+
+async def test_a_panel_whose_server_part_fails_is_unavailable_alone(isolated_home: Path, tmp_path: Path) -> None:
+    config = Config(
+        panels=[
+            PanelConfig(id="broken", url="/static/v0.1.0/broken.js", server="tests.apps.web.no_such_module:routes"),
+            PanelConfig(id="extra", url="/static/v0.1.0/extra.js", server="tests.apps.web.test_agents:routes"),
+        ]
+    )
+    async for web in open_web([{"text": "still chatting"}], isolated_home, tmp_path, config=config):
+        panels = {p["id"]: p for p in (await web.client.get("/api/ui/panels")).json()["panels"]}
+        assert panels["broken"]["status"] == "unavailable"
+        assert panels["broken"]["reason"] == "its server part failed to load (ModuleNotFoundError)"
+        assert panels["extra"] == {"id": "extra", "url": "/static/v0.1.0/extra.js", "status": "ready"}
+        assert (await web.client.get("/api/panels/extra/hello")).json() == {"hello": "panel"}
+        sid = (await web.new_session("chat still works"))["session"]["sessionId"]
+        await web.idle(sid)
+        assert (await web.client.get("/api/sessions")).json()["sessions"][0]["stats"]["turns"] == 1
