@@ -332,7 +332,7 @@ class WebHub:
         info = next((m for m in catalog if m["id"] == model_id), None)
         if catalog and info is None:
             raise ApiError(422, "unknown_model", f'Provider "{provider}" has no model "{model_id}".')
-        efforts = (info or {}).get("reasoning", {}).get("efforts") or []
+        efforts = [e["id"] if isinstance(e, dict) else e for e in (info or {}).get("reasoning", {}).get("efforts") or []]
         if effort is not None and effort not in efforts:
             raise ApiError(422, "unknown_effort", f'Model "{model_id}" offers no effort "{effort}".')
 
