@@ -65,7 +65,7 @@ def test_t10_permission_model_and_effort_selectors_append_events(web, browse):
     page.select_option("#model-select", label="deepseek-v4-pro")
     wait_for(lambda: server.events(sid, "model/selection"), message="model/selection")
     page.select_option("#effort-select", "max")
-    wait_for(lambda: any(e["data"].get("effort") == "max" for e in server.events(sid, "model/selection")), message="effort in model/selection")
+    wait_for(lambda: any(e["data"].get("reasoningEffort") == "max" for e in server.events(sid, "model/selection")), message="effort in model/selection")
     send(page, "Again")
     wait_for(lambda: len(server.events(sid, "turn/end")) == 2, message="second turn")
     header = server.events(sid, "request/header")[-1]["data"]["header"]["config"]
