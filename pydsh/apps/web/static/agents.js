@@ -66,25 +66,25 @@ export class AgentsChip {
   paint() {
     if (!this.root) return;
     const now = Date.now();
-    const node = (n, path, depth) => {
-      const fullPath = [...path, n.name || n.sessionId.slice(0, 8)];
+    const node = (n, depth) => {
       const label = n.name || n.sessionId.slice(0, 8);
       const status = n.status || "idle";
       const button = h(
         "button",
-        { type: "button", class: "agent-node", style: `--depth:${depth}`, dataset: { sessionId: n.sessionId, name: label } },
+        { type: "button", class: "agent-node", dataset: { sessionId: n.sessionId, name: label } },
         h("span", { class: `agent-status status-${status}`, "aria-hidden": "true" }),
         h("span", { class: "agent-main" }, h("span", { class: "agent-name", text: label }), n.label ? h("span", { class: "agent-desc", text: n.label }) : null),
         h("span", { class: "agent-meta" }, h("span", { class: "agent-state", text: `${status}${n.outcome ? ` · ${n.outcome}` : ""}` }), h("span", { class: "agent-model", title: `Model ${modelLabel(n.model)}: ${SOURCES[n.model?.source] || "source unknown"}`, text: modelLabel(n.model) }), h("span", { class: "agent-tokens", text: `${n.tokens || 0} tok${n.startedAt ? ` · ${duration(Math.max(0, now - n.startedAt))}` : ""}` })),
       );
+      button.style.setProperty("--depth", String(depth));
       button.addEventListener("click", () => {
         this.close(false);
-        this.ctx.openSession(n.sessionId, fullPath);
+        this.ctx.openSession(n.sessionId, depth === 0 ? null : ["lead", ...label.split("/")]);
       });
-      return [h("li", { role: "none" }, button), ...(n.children || []).flatMap((c) => node(c, depth === 0 ? ["lead"] : fullPath, depth + 1))];
+      return [h("li", null, button), ...(n.children || []).flatMap((c) => node(c, depth + 1))];
     };
     const rootNode = { ...this.root, name: "lead" };
-    replace(this.popover, h("h2", { class: "popover-title", text: "Agents" }), h("ul", { class: "agent-tree", role: "list" }, node(rootNode, [], 0)));
+    replace(this.popover, h("h2", { class: "popover-title", text: "Agents" }), h("ul", { class: "agent-tree" }, node(rootNode, 0)));
   }
 
   key(e) {

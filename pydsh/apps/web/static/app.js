@@ -450,7 +450,32 @@ class Page {
     });
     this.openStream(store, page.lastSeq ?? store.lastSeq);
     api.agents(id).then((tree) => this.agents.update(tree)).catch(() => this.agents.update(null));
+    if (store.isMember() && !this.path) {
+      this.memberPath(store).then((parts) => {
+        if (parts && this.store === store) {
+          this.path = parts;
+          this.setHeader($("session-title").textContent, store);
+        }
+      });
+    }
     this.panelCall("session", store);
+  }
+
+  /** The breadcrumb of a member opened without one: its full name in the tree of its root session. */
+  async memberPath(store) {
+    try {
+      let root = store.summary?.parentSessionId || store.header?.parentSession;
+      for (let hops = 0; root && hops < 16; hops++) {
+        const parent = (await api.session(root)).session;
+        if (!parent.parentSessionId) break;
+        root = parent.parentSessionId;
+      }
+      const find = (node) => (node.sessionId === store.id ? node : (node.children || []).map(find).find(Boolean));
+      const node = root ? find((await api.agents(root)).root) : null;
+      return node?.name ? ["lead", ...node.name.split("/")] : null;
+    } catch {
+      return null;
+    }
   }
 
   renderSideState() {

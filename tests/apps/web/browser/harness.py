@@ -51,14 +51,15 @@ def chromium_path() -> str | None:
     return os.environ.get("PYDSH_CHROMIUM") or shutil.which("chromium")
 
 
-def replay_patch(scripts: list[Any], *, pace_ms: int = 0, extra: list[Any] = ()) -> list[Any]:
-    """Profile patch ops: the scripted adapter in place of the DeepSeek adapter, plus extra rows."""
+def replay_patch(scripts: list[Any], *, pace_ms: int = 0, extra: list[Any] = (), ops: list[Any] = ()) -> list[Any]:
+    """Profile patch ops: the scripted adapter in place of the DeepSeek adapter, extra rows, then more ops."""
     config: dict[str, Any] = {"scripts": scripts, "providers": PROVIDERS}
     if pace_ms:
         config["paceMs"] = pace_ms
     return [
         {"id": "llm-deepseek", "disabled": True},
         {"insert": [{"id": "llm-replay", "name": "llm-replay", "config": config}, *extra]},
+        *ops,
     ]
 
 
@@ -72,6 +73,7 @@ class WebServer:
         *,
         pace_ms: int = 0,
         extra: list[Any] = (),
+        ops: list[Any] = (),
         args: list[str] = (),
         env: dict[str, str] | None = None,
     ):
@@ -82,7 +84,7 @@ class WebServer:
         self.workspace.mkdir(parents=True, exist_ok=True)
         (self.workspace / "hello.txt").write_text("hello world\nsecond line\n")
         patch = root / "patch.yml"
-        patch.write_text(yaml.safe_dump(replay_patch(scripts, pace_ms=pace_ms, extra=list(extra))))
+        patch.write_text(yaml.safe_dump(replay_patch(scripts, pace_ms=pace_ms, extra=list(extra), ops=list(ops))))
         extra_env = env
         env = {**os.environ, "PYTHONPATH": str(REPO), "DSH_HOME": str(self.home)}
         for key in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY"):
