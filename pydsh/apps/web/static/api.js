@@ -100,7 +100,8 @@ export class Stream {
     this.closed = false;
     this.source = null;
     this.timer = 0;
-    this.silence = 0;
+    this.onOffline = () => this.retry();
+    window.addEventListener("offline", this.onOffline);
     this.open();
   }
 
@@ -149,6 +150,7 @@ export class Stream {
 
   close() {
     this.closed = true;
+    window.removeEventListener("offline", this.onOffline);
     window.clearTimeout(this.timer);
     if (this.source) this.source.close();
   }

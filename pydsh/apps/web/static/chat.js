@@ -66,6 +66,7 @@ class TurnView {
     if (n("read")) parts.push(`read ${n("read")} ${n("read") === 1 ? "file" : "files"}`);
     if (n("ran")) parts.push(`ran ${n("ran")} ${n("ran") === 1 ? "command" : "commands"}`);
     if (n("edited")) parts.push(`edited ${n("edited")} ${n("edited") === 1 ? "file" : "files"}`);
+    if (n("delegated")) parts.push(`delegated ${n("delegated")} ${n("delegated") === 1 ? "task" : "tasks"}`);
     if (n("searched")) parts.push(`searched ${n("searched")} ${n("searched") === 1 ? "time" : "times"}`);
     if (n("used")) parts.push(`used ${n("used")} ${n("used") === 1 ? "tool" : "tools"}`);
     if (!parts.length) return "";

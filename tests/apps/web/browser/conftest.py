@@ -3,6 +3,7 @@ fail the test on any console error or uncaught exception."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,10 +57,35 @@ class Browser:
         )
         self.page = self.context.new_page()
         self.page.clock.set_fixed_time(time.time())
-        self.page.on("console", lambda m: self.errors.append(f"console: {m.text}") if m.type == "error" else None)
+        self.outage = False
+        self.page.on("console", self._console)
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
         self.page.goto(server.url)
         self.page.wait_for_selector("#new-session")
+
+    def _console(self, message: Any) -> None:
+        """Console errors fail the test, except failed loads while the test itself cuts the network."""
+        if message.type != "error":
+            return
+        if self.outage and message.text.startswith("Failed to load resource: net::ERR_"):
+            return
+        self.errors.append(f"console: {message.text}")
+
+    @contextlib.contextmanager
+    def network_outage(self) -> Iterator[None]:
+        """Cut the network (stream requests aborted, context offline) until the block ends."""
+        self.outage = True
+        self.page.route("**/stream*", lambda route: route.abort())
+        self.context.set_offline(True)
+        try:
+            yield
+        finally:
+            self.context.set_offline(False)
+            self.page.unroute("**/stream*")
+
+    def end_outage(self) -> None:
+        """Count failed loads as errors again (call once the page has reconnected)."""
+        self.outage = False
 
     def close(self) -> None:
         self.context.close()

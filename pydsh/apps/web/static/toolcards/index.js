@@ -31,7 +31,7 @@ export function rendererFor(name) {
 
 /** The verb used in a work group's title for a tool name ("read", "ran", "edited"). */
 export function tally(name) {
-  return { read: "read", bash: "ran", write: "edited", edit: "edited", grep: "searched", glob: "searched" }[name] || "used";
+  return { read: "read", bash: "ran", write: "edited", edit: "edited", grep: "searched", glob: "searched", subagent: "delegated" }[name] || "used";
 }
 
 /**
