@@ -134,7 +134,7 @@ async def start_server(
         config=config,
         static_dir=static_dir,
     )
-    hub = WebHub(ctx, options.cwd)
+    hub = WebHub(ctx)
     hub.start()
     app = build_app(hub, state, allowed_hosts(options.host, port, options.trusted_hosts))
     server = _Server(

@@ -10,7 +10,7 @@ import json
 import logging
 import mimetypes
 import zoneinfo
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -198,6 +198,7 @@ def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str]) -> Guar
         Route("/api/sessions/{id}/questions/{requestId}", api.answer, methods=["POST"]),
         Route("/api/sessions/{id}/agents", api.agents),
         Route("/api/sessions/{id}/team", api.team),
+        Route("/api/sessions/{id}/messages", api.messages),
         Route("/api/sessions/{id}/log", api.log),
         Route("/api/models", api.models),
         Route("/api/providers", api.add_provider, methods=["POST"]),
@@ -231,9 +232,6 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
 async def _internal(request: Request, exc: Exception) -> Response:
     log.error("request %s %s failed", request.method, request.url.path, exc_info=exc)
     return JSONResponse(error_body("internal", "The server failed to handle the request."), status_code=500)
-
-
-Handler = Callable[[Request], Awaitable[Response]]
 
 
 class Api:
@@ -327,10 +325,10 @@ class Api:
         body = await read_body(request, CreateBody)
         if body.prompt is not None:
             check_prompt(body.prompt)
-        model = body.model.model_dump(exclude_none=True) if body.model is not None else None
-        agent = await self.hub.create_session(
-            self.state.expand(body.cwd), body.agentPreset, body.permissionPreset, model
-        )
+        default_preset, default_model = self.state.new_session_defaults()
+        model = body.model.model_dump(exclude_none=True) if body.model is not None else default_model
+        preset = body.permissionPreset or default_preset
+        agent = await self.hub.create_session(self.state.expand(body.cwd), body.agentPreset, preset, model)
         out: dict[str, Any] = {}
         if body.prompt is not None:
             p = body.prompt
@@ -480,6 +478,16 @@ class Api:
         if not self.state.teams_composed():
             raise ApiError(404, "feature_unavailable", "Agent Teams is not composed in this profile.")
         return JSONResponse(team_view(self.hub, sid) or {"members": [], "tasks": []})
+
+    async def messages(self, request: Request) -> Response:
+        """Outgoing cross-session messages and their delivery state (404 unless agent-message is composed)."""
+        from pydsh.apps.web.messages import delivery
+
+        sid = request.path_params["id"]
+        await self.hub.read(sid)
+        if not self.state.agent_message_composed():
+            raise ApiError(404, "feature_unavailable", "Cross-session messages are not composed in this profile.")
+        return JSONResponse(await delivery(self.hub, sid))
 
     async def log(self, request: Request) -> Response:
         """The stored v4 JSONL of a session (or a ZIP of its tree with ``?tree=1``), as an attachment."""

@@ -31,7 +31,6 @@ SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
 ]
-PUBLIC_PREFIXES = ("/static/", "/favicon.ico")
 
 
 def header(scope: Scope, name: bytes) -> str | None:

@@ -15,7 +15,8 @@ import os
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from pydsh.agent.model_selection import ModelSelection
 from pydsh.agent.presets import RemoteError, header_preset, preset_setup
 from pydsh.agent.registry import AgentHandle, AgentRegistry, CreateAgentOptions
 from pydsh.apps.web.errors import ApiError, not_found
-from pydsh.apps.web.fanout import Frame, Subscriber, Topic
+from pydsh.apps.web.fanout import Subscriber, Topic
 from pydsh.apps.web.summary import SummaryFold, fold_events, workspace_id
 from pydsh.apps.web.team import lead_of, team_view
 from pydsh.kernel import services
@@ -43,6 +44,8 @@ PROJECTION_INTERVAL_S = 0.1
 INDEX_INTERVAL_S = 0.25
 INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
 PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
+READ_CACHE = 2
+PERMISSION_PRESETS = ("read-only", "workspace-write", "danger-full-access")
 METER_KEYS = ("tokenUsage", "contextPressure", "contextBreakdown")
 
 
@@ -91,9 +94,8 @@ def now_ms() -> int:
 class WebHub:
     """Everything the HTTP layer asks of the host, on the kernel's loop."""
 
-    def __init__(self, ctx: Context, first_workspace: str) -> None:
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.first_workspace = first_workspace
         self.sessions_topic = Topic()
         self.index_topic = Topic()
         self.handles: dict[str, AgentHandle] = {}
@@ -102,11 +104,11 @@ class WebHub:
         self.settled: set[str] = set()
         self._folds: dict[str, SummaryFold] = {}
         self._offline: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._reads: OrderedDict[str, tuple[int, Session]] = OrderedDict()
         self._inflight: dict[str, list[dict[str, Any]]] = {}
         self._opening: dict[str, asyncio.Task[Agent]] = {}
         self._dirty_projection: dict[str, set[str]] = {}
         self._dirty_index: set[str] = set()
-        self._dirty_agents: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._listeners: list[Disposer] = []
         self._selections: weakref.WeakKeyDictionary[Agent, ModelSelection] = weakref.WeakKeyDictionary()
@@ -129,6 +131,7 @@ class WebHub:
             ctx.on("session/event", self._on_session_event),
             ctx.on("agent/status", self._on_status),
             ctx.on("agent/assistant-stream", self._on_stream),
+            ctx.on("agent/disposed", self._on_disposed),
         ]
         if ctx.get("agent_teams") is not None:
             from pydsh.teams.service import ROUTES_CHANGED
@@ -198,19 +201,22 @@ class WebHub:
             options = AgentOptions(
                 provider=model["provider"], model=model["model"], reasoning_effort=model.get("effort")
             )
+        if agent_preset is not None and agent_preset not in self._roster_ids():
+            raise ApiError(422, "unknown_agent_preset", f'Unknown agent preset "{agent_preset}".')
+        if permission_preset is not None and permission_preset not in PERMISSION_PRESETS:
+            raise ApiError(422, "unknown_preset", f'Unknown permission preset "{permission_preset}".')
+        opts = CreateAgentOptions(
+            cwd=cwd, agent_options=options, agent_preset=header_preset(self.ctx, agent_preset), setup=self._setup()
+        )
         try:
-            preset = header_preset(self.ctx, agent_preset)
+            handle = await self.agents.create(opts)
         except RemoteError as exc:
             raise ApiError(422, "unknown_agent_preset", str(exc)) from None
-        if agent_preset is not None and self._roster_ids() and agent_preset not in self._roster_ids():
-            raise ApiError(422, "unknown_agent_preset", f'Unknown agent preset "{agent_preset}".')
-        handle = await self.agents.create(
-            CreateAgentOptions(cwd=cwd, agent_options=options, agent_preset=preset, setup=self._setup())
-        )
         agent = handle.agent
         self.handles[agent.id] = handle
         if permission_preset is not None:
             self.set_permission(agent, permission_preset)
+        self._mark_index(agent.id)
         return agent
 
     def _roster_ids(self) -> set[str]:
@@ -234,6 +240,8 @@ class WebHub:
         return await asyncio.shield(task)
 
     async def _resume(self, session_id: str) -> Agent:
+        if (await self.read(session_id)).header.get("origin") == "subagent":
+            raise ApiError(409, "member_session", "Member sessions are resumed by their agents, not from the page.")
         try:
             handle = await self.agents.resume(session_id, setup=self._setup())
         except SessionPersistenceNotFoundError:
@@ -248,10 +256,35 @@ class WebHub:
         return handle.agent
 
     async def read(self, session_id: str) -> Session:
-        """The live session, else its stored log (read only, never made live)."""
+        """The live session, else its stored log (read only, never made live).
+
+        The last few stored reads are kept while their log's size is unchanged, so opening a
+        session (its summary, its tail, its stream) reads a long log once.
+        """
         live = self.store.get(session_id)
         if live is not None:
             return live
+        persistence = self.ctx.get("session_persistence")
+        revision = None
+        if persistence is not None:
+            try:
+                revision = (await persistence.stat(session_id))["revision"]
+            except SessionPersistenceNotFoundError:
+                raise not_found(f'Session "{session_id}"') from None
+            except SessionError as exc:
+                raise ApiError(409, "session_unreadable", f"Session {session_id} cannot be read: {exc}") from None
+            cached = self._reads.get(session_id)
+            if cached is not None and cached[0] == revision:
+                self._reads.move_to_end(session_id)
+                return cached[1]
+        session = await self._read_stored(session_id)
+        if revision is not None:
+            self._reads[session_id] = (revision, session)
+            while len(self._reads) > READ_CACHE:
+                self._reads.popitem(last=False)
+        return session
+
+    async def _read_stored(self, session_id: str) -> Session:
         query = self.ctx.require("session_query")
         try:
             read = await query.read_session(session_id)
@@ -332,7 +365,9 @@ class WebHub:
         info = next((m for m in catalog if m["id"] == model_id), None)
         if catalog and info is None:
             raise ApiError(422, "unknown_model", f'Provider "{provider}" has no model "{model_id}".')
-        efforts = [e["id"] if isinstance(e, dict) else e for e in (info or {}).get("reasoning", {}).get("efforts") or []]
+        efforts = [
+            e["id"] if isinstance(e, dict) else e for e in (info or {}).get("reasoning", {}).get("efforts") or []
+        ]
         if effort is not None and effort not in efforts:
             raise ApiError(422, "unknown_effort", f'Model "{model_id}" offers no effort "{effort}".')
 
@@ -457,19 +492,23 @@ class WebHub:
         agent = self.agents.get(session_id)
         queued = []
         inbox = getattr(agent, "inbox", None)
-        if inbox is not None:
-            for mode, messages in (("queue", inbox.next_turn), ("steer", inbox.next_step)):
-                for message in messages:
-                    if message.get("source", {}).get("kind") != "user":
-                        continue
-                    queued.append(
-                        {
-                            "messageId": message["id"],
-                            "text": "".join(b.get("text", "") for b in message["content"]),
-                            "mode": mode,
-                            "createdAt": self._folds[session_id].updated_at if session_id in self._folds else 0,
-                        }
-                    )
+        if inbox is not None and agent is not None:
+            waiting = [
+                (mode, m)
+                for mode, messages in (("queue", inbox.next_turn), ("steer", inbox.next_step))
+                for m in messages
+                if m.get("source", {}).get("kind") == "user"
+            ]
+            times = _insert_times(agent.session.events, {m["id"] for _mode, m in waiting})
+            for mode, message in waiting:
+                queued.append(
+                    {
+                        "messageId": message["id"],
+                        "text": "".join(b.get("text", "") for b in message["content"]),
+                        "mode": mode,
+                        "createdAt": times.get(message["id"], 0),
+                    }
+                )
         return {
             "approvals": [p.view() for p in self.approvals.values() if p.session_id == session_id],
             "questions": [q.view() for q in self.questions.values() if q.session_id == session_id],
@@ -648,6 +687,15 @@ class WebHub:
             self._inflight.setdefault(sid, []).append(frame)
         self.sessions_topic.publish(sid, ("assistant-stream", frame, None))
 
+    def _on_disposed(self, payload: dict[str, Any]) -> None:
+        """Forget what was kept for a session that left memory (its log is read again if asked)."""
+        agent: Agent = payload["agent"]
+        self._folds.pop(agent.id, None)
+        self._inflight.pop(agent.id, None)
+        handle = self.handles.get(agent.id)
+        if handle is not None and handle.agent is agent:
+            del self.handles[agent.id]
+
     def _on_projection(self, session: Session, key: str, view: Any) -> None:
         if key in METER_KEYS:
             self._mark_projection(session.id, {key})
@@ -732,16 +780,23 @@ class WebHub:
         task = asyncio.ensure_future(send())
         task.add_done_callback(_log_failure)
 
-    async def replay(self, session_id: str, after: int) -> AsyncIterator[Frame]:
-        """Stored events after ``after`` of a session that is not live (read in a worker thread)."""
-        session = await self.read(session_id)
-        for event in session.events[after + 1 :]:
-            yield ("session-event", event, event["seq"])
-
 
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("web agents update failed", exc_info=task.exception())
+
+
+def _insert_times(events: list[Event], ids: set[str]) -> dict[str, int]:
+    """When each of ``ids`` entered the inbox (the time of its splice), newest splices first."""
+    found: dict[str, int] = {}
+    for event in reversed(events):
+        if len(found) == len(ids):
+            break
+        if event["type"] == "agent/inbox/spliced":
+            for message in event["data"]["inserted"]:
+                if message["id"] in ids:
+                    found.setdefault(message["id"], int(event["time"]))
+    return found
 
 
 def _open_ask(events: list[Event], tool_name: str, call_id: str | None) -> str | None:

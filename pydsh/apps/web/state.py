@@ -2,8 +2,9 @@
 providers and keys, log files (spec 12 §2, §3.8, §5, §7).
 
 Files under ``$DSH_HOME/web/``: ``secret`` (cookie key), ``settings.json`` (revisioned UI
-preferences), ``known-workspaces.json``. Provider entries go to the ``web`` profile's
-``patch.yml``; keys to ``$DSH_HOME/credentials.json`` (0600) and are never read back out.
+preferences), ``known-workspaces.json``. Provider entries and the default route (shared with the
+command line) go to the ``web`` profile's ``patch.yml``; keys to ``$DSH_HOME/credentials.json``
+(0600) and are never read back out.
 """
 
 from __future__ import annotations
@@ -213,17 +214,25 @@ class WebState:
                 "agentMessage": self.agent_message_composed(),
                 "directoryBrowser": False,
             },
+            "unavailablePlugins": self.unavailable_plugins(),
         }
+
+    def unavailable_plugins(self) -> list[dict[str, str]]:
+        """Rows of the composition that failed to load, for Settings → About (D4)."""
+        loader = self.ctx.runtime.loader
+        return [
+            {"id": f.row_id, "plugin": f.plugin_name, "reason": _first_line(f.error)}
+            for f in loader.failures
+            if f.error is not None
+        ]
 
     def teams_composed(self) -> bool:
         return self.ctx.get("agent_teams") is not None
 
     def agent_message_composed(self) -> bool:
+        """Whether the ``agent-message`` plugin (09) registered its global ``send_agent_message`` tool."""
         tools = self.ctx.get("tools")
-        names = getattr(tools, "names", None)
-        if callable(names):
-            return "send_agent_message" in names()
-        return False
+        return tools is not None and tools.lookup(None, "send_agent_message") is not None
 
     def _load_panels(self, config: Config) -> list[Panel]:
         """Built-in optional panels when their feature is composed, then configured ones (D2)."""
@@ -338,13 +347,16 @@ class WebState:
         values = {**current["values"], **changes}
         out = {"revision": current["revision"] + 1, "values": values}
         write_json(self._settings_file, out)
+        if {"models.defaultProvider", "models.defaultModel"} & set(changes) and values["models.defaultModel"]:
+            route = {"provider": values["models.defaultProvider"], "model": values["models.defaultModel"]}
+            self._patch_row("agent-default-model", lambda config: {**config, **route})
         return out
 
     # -- providers and keys ---------------------------------------------------------------------
 
-    def key_source(self, provider: str) -> str | None:
+    def key_source(self, provider: str, env: str | None = None) -> str | None:
         """``env`` or ``credentials`` when a key is configured (the key itself never leaves)."""
-        env = KEY_ENV.get(provider)
+        env = env or KEY_ENV.get(provider)
         if env and os.environ.get(env, "").strip():
             return "env"
         stored = read_json(self.home / "credentials.json", {})
@@ -363,12 +375,13 @@ class WebState:
             except Exception:
                 log.warning("listing the models of %s failed", pid, exc_info=True)
                 catalog = []
-            source = self.key_source(pid)
+            keyless, env = _key_env(llm.adapter_for(pid), pid)
+            source = self.key_source(pid, env)
             entry: dict[str, Any] = {
                 "id": pid,
                 "label": info.get("name") or pid,
                 "kind": "deepseek" if pid == "deepseek-official" else "openai-compatible",
-                "configured": source is not None or pid not in KEY_ENV,
+                "configured": source is not None or keyless,
             }
             if source is not None:
                 entry["keySource"] = source
@@ -394,6 +407,9 @@ class WebState:
                 entry["name"] = body.label
             if body.models:
                 entry["models"] = [_model_entry(m) for m in body.models]
+                efforts = list(dict.fromkeys(e for m in body.models for e in m.efforts))
+                if efforts:
+                    entry["reasoning"] = {"efforts": efforts}
             self._patch_providers(lambda rows: [*(r for r in rows if r.get("id") != pid), entry])
         view: dict[str, Any] = {"id": pid, "kind": body.kind, "label": body.label or pid}
         source = self.key_source(pid)
@@ -417,7 +433,15 @@ class WebState:
         write_json(path, stored)
 
     def _patch_providers(self, change: Any) -> None:
-        """Rewrite the ``llm-openai-compat`` op of the profile's ``patch.yml`` (other ops kept)."""
+        """Rewrite the provider list of the ``llm-openai-compat`` op in the profile's ``patch.yml``."""
+
+        def edit(config: dict[str, Any]) -> dict[str, Any]:
+            return {**config, "providers": change(list(config.get("providers") or []))}
+
+        self._patch_row("llm-openai-compat", edit)
+
+    def _patch_row(self, row_id: str, edit: Any) -> None:
+        """Rewrite the config of ``row_id``'s op in the profile's ``patch.yml`` (other ops kept; atomic)."""
         import yaml
 
         from pydsh.kernel.profiles import profile_dir
@@ -429,18 +453,26 @@ class WebState:
             ops = []
         if not isinstance(ops, list):
             raise ApiError(409, "patch_unreadable", "The profile's patch.yml is not a list of operations.")
-        op = next((o for o in ops if isinstance(o, dict) and o.get("id") == "llm-openai-compat"), None)
-        rows = list(((op or {}).get("config") or {}).get("providers") or [])
-        rows = change(rows)
+        op = next((o for o in ops if isinstance(o, dict) and o.get("id") == row_id and "config" in o), None)
         if op is None:
-            ops.append({"id": "llm-openai-compat", "config": {"providers": rows}})
-        else:
-            op["config"] = {**(op.get("config") or {}), "providers": rows}
+            op = {"id": row_id, "config": {}}
+            ops.append(op)
+        op["config"] = edit(dict(op.get("config") or {}))
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".patch.yml.")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             yaml.safe_dump(ops, out, sort_keys=False)
         os.replace(tmp, path)
+
+    def new_session_defaults(self) -> tuple[str | None, dict[str, Any] | None]:
+        """The permission preset and route a new session starts with when the page sends none (F9)."""
+        values = self.settings()["values"]
+        model = None
+        if values["models.defaultProvider"] and values["models.defaultModel"]:
+            model = {"provider": values["models.defaultProvider"], "model": values["models.defaultModel"]}
+            if values["models.defaultEffort"]:
+                model["effort"] = values["models.defaultEffort"]
+        return values["general.defaultPermissionPreset"], model
 
     # -- logs and client errors -----------------------------------------------------------------
 
@@ -511,12 +543,26 @@ def _allowed(key: str, value: Any) -> bool:
     return value in rule
 
 
+def _key_env(adapter: Any, provider: str) -> tuple[bool, str | None]:
+    """``(works without a key, the key's environment variable)`` of a route, from its adapter's config."""
+    routes = getattr(adapter, "providers", None)
+    if isinstance(routes, dict) and provider in routes:
+        env = getattr(routes[provider], "apiKeyEnv", None)
+        return env is None, env
+    config = getattr(adapter, "config", None)
+    env = getattr(config, "apiKeyEnv", None)
+    if isinstance(env, str):
+        return False, env
+    return True, None
+
+
 def _model_view(info: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"id": info["id"], "label": info.get("name") or info["id"]}
-    window = (info.get("context") or {}).get("window") or (info.get("context") or {}).get("input")
+    window = (info.get("context") or {}).get("contextWindow")
     if window:
         out["contextWindow"] = window
-    out["efforts"] = list((info.get("reasoning") or {}).get("efforts") or [])
+    efforts = (info.get("reasoning") or {}).get("efforts") or []
+    out["efforts"] = [e["id"] if isinstance(e, dict) else str(e) for e in efforts]
     return out
 
 
@@ -526,14 +572,17 @@ def _model_entry(model: ProviderModel) -> dict[str, Any]:
         entry["name"] = model.label
     if model.contextWindow:
         entry["contextWindow"] = model.contextWindow
-    if model.efforts:
-        entry["reasoning"] = {"efforts": model.efforts}
     return entry
 
 
 def _one_line(exc: BaseException) -> str:
     """The user-facing reason: one sentence, no path or stack (those go to the server log, D4)."""
     return f"its server part failed to load ({type(exc).__name__})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _read_log(directory: Path) -> bytes | None:

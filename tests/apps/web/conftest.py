@@ -50,7 +50,12 @@ class Web:
 
 
 async def open_web(
-    script: list[Any], home: Path, tmp_path: Path, config: Config | None = None, patches: list[Any] | None = None
+    script: list[Any],
+    home: Path,
+    tmp_path: Path,
+    config: Config | None = None,
+    patches: list[Any] | None = None,
+    providers: list[dict[str, Any]] | None = None,
 ) -> AsyncIterator[Web]:
     workspace = tmp_path / "work"
     workspace.mkdir(exist_ok=True)
@@ -60,7 +65,10 @@ async def open_web(
     (static / "index.html").write_text(INDEX)
     (static / "app.js").write_text("export const ok = 1;\n")
     (static / "style.css").write_text("body { margin: 0; }\n")
-    async with ScriptedHost(script, profile="web", cwd=workspace, dsh_home=home, patches=patches or []) as host:
+    scripted = ScriptedHost(
+        script, profile="web", cwd=workspace, dsh_home=home, patches=patches or [], providers=providers
+    )
+    async with scripted as host:
         options = WebOptions(port=0, open_browser=False, cwd=str(workspace))
         server = await start_server(host.ctx, config or Config(), options, bind(options), static_dir=static)
         try:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.presets import preset_setup
+from pydsh.agent.registry import CreateAgentOptions
 from pydsh.apps.web.state import Config, PanelConfig
 from tests.apps.web.conftest import Web, open_web
 from tests.apps.web.test_api import read_stream
@@ -123,3 +125,48 @@ async def test_a_panel_whose_server_part_fails_is_unavailable_alone(isolated_hom
         sid = (await web.new_session("chat still works"))["session"]["sessionId"]
         await web.idle(sid)
         assert (await web.client.get("/api/sessions")).json()["sessions"][0]["stats"]["turns"] == 1
+
+
+SEND = calls({"name": "send_agent_message", "arguments": {"to": "peer-b", "content": "please check"}})
+
+
+async def test_cross_session_messages_show_their_delivery_state(isolated_home: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pydsh_agent_message", reason="the agent-message plugin distribution is not installed")
+    patch = [{"insert": [{"id": "agent-message", "name": "agent-message"}]}]
+    script = [[SEND, {"text": "sent"}], [{"text": "got it"}]]
+    async for web in open_web(script, isolated_home, tmp_path, patches=[patch]):
+        info = (await web.client.get("/api/info")).json()
+        assert info["features"]["agentMessage"] is True and info["unavailablePlugins"] == []
+        panels = (await web.client.get("/api/ui/panels")).json()["panels"]
+        assert panels == [{"id": "messages", "url": "/static/v0.1.0/messages.js", "status": "ready"}]
+        ctx = web.host.ctx
+        peer = await ctx.require("agents").create(
+            CreateAgentOptions(session_id="peer-b", cwd=str(web.workspace), setup=preset_setup(ctx))
+        )
+        try:
+            sender = (await web.new_session("Message peer b"))["session"]["sessionId"]
+            await quiet(web)
+            [sent] = (await web.client.get(f"/api/sessions/{sender}/messages")).json()["messages"]
+            assert sent["to"] == "peer-b" and sent["mode"] == "followup"
+            assert sent["state"] == "claimed"
+            relays = [e for e in peer.agent.session.events if e["type"] == "user/message"]
+            assert relays[0]["data"]["id"] == sent["messageId"]
+            assert relays[0]["data"]["source"]["senderSessionId"] == sender
+            none = (await web.client.get("/api/sessions/peer-b/messages")).json()
+            assert none == {"messages": []}
+        finally:
+            await peer.dispose()
+
+
+async def test_without_agent_message_there_is_no_delivery_endpoint(web: Web) -> None:
+    sid = (await web.new_session())["session"]["sessionId"]
+    response = await web.client.get(f"/api/sessions/{sid}/messages")
+    assert response.status_code == 404 and response.json()["error"]["code"] == "feature_unavailable"
+
+
+async def test_a_row_that_fails_to_load_is_listed_for_settings_about(isolated_home: Path, tmp_path: Path) -> None:
+    patch = [{"insert": [{"id": "broken-row", "name": "no-such-plugin-anywhere"}]}]
+    async for web in open_web([{"text": "hi"}], isolated_home, tmp_path, patches=[patch]):
+        failed = (await web.client.get("/api/info")).json()["unavailablePlugins"]
+        assert [(f["id"], f["plugin"]) for f in failed] == [("broken-row", "no-such-plugin-anywhere")]
+        assert "\n" not in failed[0]["reason"]

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.apps.web.conftest import Web
+from tests.apps.web.conftest import JSON, Web, open_web
 
 ESCALATE = {
     "tool_calls": [
@@ -408,3 +409,97 @@ async def test_typed_text_is_the_custom_answer(web: Web) -> None:
     assert (await web.post(f"/api/sessions/{sid}/questions/{pending.request.request_id}", body)).status_code == 200
     await web.idle(sid)
     assert tool_result_text(web, sid) == '{"answers":[{"id":"q1","selected":[],"custom":"Teal"}]}'
+
+
+async def test_new_sessions_start_with_the_settings_defaults(web: Web, isolated_home: Any) -> None:
+    change = {
+        "general.defaultPermissionPreset": "read-only",
+        "models.defaultProvider": "deepseek-official",
+        "models.defaultModel": "deepseek-v4-flash",
+    }
+    patched = await web.client.patch(
+        "/api/settings", content=json.dumps({"expectedRevision": 0, "set": change}), headers=JSON
+    )
+    assert patched.status_code == 200
+    session = (await web.new_session())["session"]
+    assert session["permissionPreset"] == "read-only"
+    assert (await web.client.get("/api/info")).json()["defaults"]["permissionPreset"] == "read-only"
+    ops = yaml.safe_load((isolated_home / "profiles" / "web" / "patch.yml").read_text())
+    assert {
+        "id": "agent-default-model",
+        "config": {"provider": "deepseek-official", "model": "deepseek-v4-flash"},
+    } in ops
+
+
+async def test_an_openai_compatible_provider_goes_to_the_profile_patch(web: Web, isolated_home: Any) -> None:
+    body = {
+        "kind": "openai-compatible",
+        "id": "local",
+        "label": "Local",
+        "baseUrl": "http://127.0.0.1:9/v1",
+        "apiKey": "sk-local-SECRET",
+        "models": [{"id": "m1", "contextWindow": 32000, "efforts": ["low", "high"]}],
+    }
+    created = await web.post("/api/providers", body)
+    assert created.status_code == 201 and "sk-local-SECRET" not in created.text
+    assert created.json()["provider"] == {
+        "id": "local",
+        "kind": "openai-compatible",
+        "label": "Local",
+        "configured": True,
+        "keySource": "credentials",
+    }
+    missing = await web.post("/api/providers", {"kind": "openai-compatible", "id": "x"})
+    assert missing.status_code == 422 and "baseUrl" in missing.json()["error"]["message"]
+    from pydsh.kernel.profiles import compose_profile
+
+    rows = {r.id: r for r in compose_profile("web", []).rows}
+    [route] = rows["llm-openai-compat"].config["providers"]
+    assert route == {
+        "id": "local",
+        "baseURL": "http://127.0.0.1:9/v1",
+        "name": "Local",
+        "models": [{"id": "m1", "contextWindow": 32000}],
+        "reasoning": {"efforts": ["low", "high"]},
+    }
+    from pydsh.llm.openai_compat import Config as OpenAIConfig
+
+    OpenAIConfig.model_validate(rows["llm-openai-compat"].config)
+    assert (await web.delete("/api/providers/local")).status_code == 204
+    rows = {r.id: r for r in compose_profile("web", []).rows}
+    assert rows["llm-openai-compat"].config["providers"] == []
+
+
+EFFORT_PROVIDERS = [
+    {
+        "id": "deepseek-official",
+        "name": "Scripted",
+        "models": [{"id": "deepseek-v4-flash", "contextWindow": 128000, "reasoningEfforts": ["low", "high"]}],
+    }
+]
+
+
+async def test_models_list_effort_ids_and_a_change_names_one(isolated_home: Any, tmp_path: Any) -> None:
+    async for web in open_web([{"text": "hi"}], isolated_home, tmp_path, providers=EFFORT_PROVIDERS):
+        providers = (await web.client.get("/api/models")).json()["providers"]
+        provider = next(p for p in providers if p["id"] == "deepseek-official")
+        assert provider["models"] == [
+            {
+                "id": "deepseek-v4-flash",
+                "label": "deepseek-v4-flash",
+                "contextWindow": 128000,
+                "efforts": ["low", "high"],
+            }
+        ]
+        assert provider["configured"] is True  # the scripted route needs no key
+        openai = next(p for p in providers if p["id"] == "deepseek-openai")
+        assert openai["configured"] is False and "keySource" not in openai
+        sid = (await web.new_session())["session"]["sessionId"]
+        route = {"provider": "deepseek-official", "model": "deepseek-v4-flash", "effort": "high"}
+        assert (await web.put(f"/api/sessions/{sid}/model", route)).json() == {"model": route}
+        wrong = await web.put(f"/api/sessions/{sid}/model", {**route, "effort": "ludicrous"})
+        assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "unknown_effort"
+        events = web.host.ctx.require("sessions").get(sid).events
+        assert [e["data"] for e in events if e["type"] == "model/selection"] == [
+            {"provider": "deepseek-official", "model": "deepseek-v4-flash", "reasoningEffort": "high"}
+        ]

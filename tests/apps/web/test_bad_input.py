@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from pydsh.agent.agent import user_message
 from pydsh.agent.presets import preset_setup
 from pydsh.agent.registry import CreateAgentOptions
 from tests.apps.web.conftest import JSON, Web
@@ -168,3 +169,31 @@ async def test_unknown_routes_are_json_404(web: Web, path: str) -> None:
 
 async def test_wrong_method_is_json_405(web: Web) -> None:
     one_line_error(await web.client.request("DELETE", "/api/info", headers=JSON), 405, "method_not_allowed")
+
+
+async def test_unknown_presets_are_422_and_nothing_is_created(web: Web) -> None:
+    cwd = str(web.workspace)
+    one_line_error(await web.post("/api/sessions", {"cwd": cwd, "agentPreset": "wizard"}), 422, "unknown_agent_preset")
+    one_line_error(await web.post("/api/sessions", {"cwd": cwd, "permissionPreset": "root"}), 422, "unknown_preset")
+    assert (await web.client.get("/api/sessions")).json()["sessions"] == []
+    minimal = await web.post("/api/sessions", {"cwd": cwd, "agentPreset": "minimal", "permissionPreset": "read-only"})
+    assert minimal.status_code == 201
+    assert minimal.json()["session"]["agentPreset"] == "minimal"
+    assert minimal.json()["session"]["permissionPreset"] == "read-only"
+
+
+@pytest.mark.parametrize("script", [[[{"text": "lead"}], [{"text": "member"}]]])
+async def test_a_stored_member_session_is_not_resumed_by_the_page(web: Web) -> None:
+    lead = (await web.new_session("lead"))["session"]["sessionId"]
+    await web.idle(lead)
+    ctx = web.host.ctx
+    handle = await ctx.require("agents").create(
+        CreateAgentOptions(cwd=str(web.workspace), parent_session=lead, origin="subagent", setup=preset_setup(ctx))
+    )
+    member = handle.agent.id
+    handle.agent.followup(user_message("work"))
+    await handle.agent.when_idle()
+    await handle.dispose()
+    one_line_error(await web.put(f"/api/sessions/{member}/permission", {"preset": "read-only"}), 409, "member_session")
+    assert ctx.require("agents").get(member) is None
+    assert (await web.client.get(f"/api/sessions/{member}")).json()["session"]["status"] == "offline"

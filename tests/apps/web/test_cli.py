@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,36 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> N
     _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 2
     assert message in err
+
+
+def test_sigterm_with_open_streams_exits_0_within_5_seconds(tmp_path: Path) -> None:
+    proc = start(tmp_path, "--port", "0", "--no-open")
+    base, _, token = first_line(proc).removeprefix("pydsh web: ").strip().partition("/?token=")
+    with httpx.Client(base_url=base, timeout=10) as client:
+        client.get(f"/?token={token}")
+        body = json.dumps({"cwd": str(tmp_path), "prompt": {"text": "hi"}})
+        sid = client.post("/api/sessions", content=body, headers={"Content-Type": "application/json"}).json()
+        with (
+            client.stream("GET", "/api/events") as index,
+            client.stream("GET", f"/api/sessions/{sid['session']['sessionId']}/stream") as session,
+        ):
+            assert index.status_code == session.status_code == 200
+            proc.send_signal(signal.SIGTERM)
+            began = time.monotonic()
+            proc.wait(timeout=5)
+            assert proc.returncode == 0
+            assert time.monotonic() - began < 5
+
+
+def test_help_and_the_web_profile_composition(tmp_path: Path) -> None:
+    shown = subprocess.run([sys.executable, "-m", "pydsh", "web", "--help"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "--allow-public" in shown.stdout
+    dumped = subprocess.run(
+        [sys.executable, "-m", "pydsh", "web", "--dump-config"], capture_output=True, text=True, timeout=60
+    )
+    assert dumped.returncode == 0, dumped.stderr
+    ids = [row["id"] for row in yaml.safe_load(dumped.stdout)]
+    assert {"agent-presets", "preset-standard", "web-app", "user-questions", "approval"} <= set(ids)
+    standard = next(r for r in yaml.safe_load(dumped.stdout) if r["id"] == "preset-standard")
+    ask = next(p for p in standard["config"]["plugins"] if p["id"] == "tool-ask-user")
+    assert not ask.get("disabled")
