@@ -1,6 +1,6 @@
 // Entry module: wires the store, the streams and every panel of the page together.
 
-import { ApiError, Stream, api } from "./api.js";
+import { ApiError, Stream, api, get } from "./api.js";
 import { AgentsChip } from "./agents.js";
 import { ApprovalCard } from "./approval.js";
 import { ChatView } from "./chat.js";
@@ -174,7 +174,8 @@ class Page {
       }
       try {
         const module = await import(panel.url);
-        const hooks = module.mount(slot, { app, api, h, notify, openSession: (id) => this.openSession(id) }) || {};
+        if (typeof module.mount !== "function") throw new Error("the panel module has no mount function");
+        const hooks = module.mount(slot, { app, api: { ...api, get }, h, notify, openSession: (id) => this.openSession(id) }) || {};
         this.panelHooks.push({ panel, slot, hooks, name });
       } catch (err) {
         replace(slot, h("p", { class: "panel-unavailable", text: `${name} unavailable — ${oneSentence(err && err.message)}` }));
@@ -446,6 +447,7 @@ class Page {
       this.trajectory.changed();
       if (ev.type === "turn/start" || ev.type === "step/start" || ev.type === "assistant/message") this.usage.render(store);
       if (ev.type === "todo/write") this.todos.render(ev.data.todos);
+      this.panelCall("event", ev);
       this.scrollToEnd(true);
     });
     this.openStream(store, page.lastSeq ?? store.lastSeq);

@@ -63,3 +63,54 @@ export function messageCard(message, ev, openSession) {
   }
   return card;
 }
+
+/**
+ * Optional Messages panel (the agent-message plugin): this session's outgoing cross-session messages with
+ * their delivery state, re-read when the session changes. Loaded with import() in its own error boundary.
+ * @param {HTMLElement} slot
+ * @param {{api: any, openSession: (id: string) => void}} ctx
+ */
+export function mount(slot, ctx) {
+  let store = null;
+  let timer = 0;
+  slot.hidden = true;
+  const render = (messages) => {
+    if (!messages.length) {
+      slot.replaceChildren();
+      slot.hidden = true;
+      return;
+    }
+    slot.hidden = false;
+    slot.replaceChildren(
+      h("h2", { class: "panel-title", text: "Sent messages" }),
+      h(
+        "ul",
+        { class: "team-members" },
+        messages.map((m) => {
+          const to = h("button", { type: "button", class: "link-btn", text: `To ${m.toTitle || m.to}` });
+          to.addEventListener("click", () => ctx.openSession(m.to));
+          return h("li", { class: "team-member", dataset: { messageId: m.messageId } }, to, h("span", { class: "chip", text: m.state }), h("span", { class: "muted", text: ` ${m.mode || ""} · ${clock(m.sentAt)}` }));
+        }),
+      ),
+    );
+  };
+  const load = async () => {
+    if (!store || store.isMember()) return render([]);
+    try {
+      render((await ctx.api.get(`/api/sessions/${encodeURIComponent(store.id)}/messages`)).messages || []);
+    } catch (err) {
+      if (err.status !== 404) throw err;
+      render([]);
+    }
+  };
+  return {
+    session(next) {
+      store = next;
+      return load();
+    },
+    event() {
+      window.clearTimeout(timer);
+      timer = window.setTimeout(() => load().catch(() => {}), 500);
+    },
+  };
+}
