@@ -92,7 +92,20 @@ class WebServer:
         env.update(extra_env or {})
         self.stderr_path = root / "server.stderr"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pydsh", "web", "--patch", str(patch), "--port", "0", "--no-open", "--cwd", str(self.workspace), *args],
+            [
+                sys.executable,
+                "-m",
+                "pydsh",
+                "web",
+                "--patch",
+                str(patch),
+                "--port",
+                "0",
+                "--no-open",
+                "--cwd",
+                str(self.workspace),
+                *args,
+            ],
             cwd=self.workspace,
             env=env,
             stdout=subprocess.PIPE,

@@ -17,7 +17,11 @@ AXE = Axe()
 def serious(page: Any, where: str) -> list[str]:
     """Serious or critical axe violations on the page as it is now."""
     violations = AXE.run(page).response["violations"]
-    return [f"{where}: {v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:3]}" for v in violations if v["impact"] in ("serious", "critical")]
+    return [
+        f"{where}: {v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:3]}"
+        for v in violations
+        if v["impact"] in ("serious", "critical")
+    ]
 
 
 def scan_session(page: Any, theme: str) -> list[str]:

@@ -84,7 +84,9 @@ def test_t13_message_cards_open_the_sender(web, browse):
     assert page.locator(".user-msg", has_text="The review looks good to me.").count() == 0
     screenshot(page, "messages")
     card.locator(".from-btn").click()
-    wait_for(lambda: page.locator("#breadcrumb li").all_inner_texts() == ["lead", "reviewer"], message="reviewer opened")
+    wait_for(
+        lambda: page.locator("#breadcrumb li").all_inner_texts() == ["lead", "reviewer"], message="reviewer opened"
+    )
 
 
 def test_t13_cross_session_message_card_names_the_sender_title(web, browse):
@@ -116,10 +118,18 @@ def test_t13_cross_session_message_card_names_the_sender_title(web, browse):
 
 
 def test_t13_team_panel_shows_member_and_task_moving_live(web, browse):
-    spawn = calls({"name": "spawn_teammate", "arguments": {"name": "grader", "description": "grade", "prompt": "grade it"}})
+    spawn = calls(
+        {"name": "spawn_teammate", "arguments": {"name": "grader", "description": "grade", "prompt": "grade it"}}
+    )
     task = calls({"name": "team_task_create", "arguments": {"subject": "Grade the work", "description": "grade it"}})
-    claim = calls({"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1, "action": "claim"}})
-    server = web([[spawn, task, claim, {"text": "Team at work."}, {"text": "ok"}, {"text": "ok"}], [{"text": "graded"}] * 3], ops=TEAMS, pace_ms=60)
+    claim = calls(
+        {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1, "action": "claim"}}
+    )
+    server = web(
+        [[spawn, task, claim, {"text": "Team at work."}, {"text": "ok"}, {"text": "ok"}], [{"text": "graded"}] * 3],
+        ops=TEAMS,
+        pace_ms=60,
+    )
     page = browse(server).page
     send(page, "Build a team")
     panel = page.locator(".panel-slot[data-panel=team]")

@@ -31,7 +31,10 @@ ASK = {
                         "id": "q1",
                         "header": "Choose",
                         "question": "Which colour?",
-                        "options": [{"label": "Blue (Recommended)", "description": "Calm and readable."}, {"label": "Red"}],
+                        "options": [
+                            {"label": "Blue (Recommended)", "description": "Calm and readable."},
+                            {"label": "Red"},
+                        ],
                     }
                 ]
             },
@@ -50,7 +53,9 @@ def tab_to(page: Any, label: str, limit: int = 80) -> None:
 
 
 def tool_results(server: Any, sid: str) -> list[str]:
-    return ["".join(b.get("text", "") for b in e["data"]["message"]["content"]) for e in server.events(sid, "tool/result")]
+    return [
+        "".join(b.get("text", "") for b in e["data"]["message"]["content"]) for e in server.events(sid, "tool/result")
+    ]
 
 
 def test_t7_approval_by_keyboard_survives_reload_and_rejects(web, browse):

@@ -64,7 +64,10 @@ def test_t4_streaming_grows_then_commits_once(web, browse):
     assert page.locator("#conversation").inner_text().count(final) == 1
     assert page.locator(".answer.streaming").count() == 0
     row = page.locator(".session-row").first
-    wait_for(lambda: "Stream me an answer" in row.inner_text() or "Stream" in row.inner_text(), message="title in the sidebar")
+    wait_for(
+        lambda: "Stream me an answer" in row.inner_text() or "Stream" in row.inner_text(),
+        message="title in the sidebar",
+    )
     assert "now" in row.inner_text()
     wait_for(lambda: page.locator(".session-row .running").count() == 0, message="running indicator gone")
     wait_for(lambda: "1 turns 1 steps" in page.locator("#usage").inner_text(), message="usage footer")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from tests.apps.web.browser.harness import screenshot, wait_for
@@ -61,11 +62,17 @@ def test_t10_permission_model_and_effort_selectors_append_events(web, browse):
     page.locator(".turn-end").wait_for()
     sid = server.session_ids()[0]
     page.select_option("#permission-select", "read-only")
-    wait_for(lambda: any(e["data"] == {"preset": "read-only"} for e in server.events(sid, "permission/preset")), message="permission/preset")
+    wait_for(
+        lambda: any(e["data"] == {"preset": "read-only"} for e in server.events(sid, "permission/preset")),
+        message="permission/preset",
+    )
     page.select_option("#model-select", label="deepseek-v4-pro")
     wait_for(lambda: server.events(sid, "model/selection"), message="model/selection")
     page.select_option("#effort-select", "max")
-    wait_for(lambda: any(e["data"].get("reasoningEffort") == "max" for e in server.events(sid, "model/selection")), message="effort in model/selection")
+    wait_for(
+        lambda: any(e["data"].get("reasoningEffort") == "max" for e in server.events(sid, "model/selection")),
+        message="effort in model/selection",
+    )
     send(page, "Again")
     wait_for(lambda: len(server.events(sid, "turn/end")) == 2, message="second turn")
     header = server.events(sid, "request/header")[-1]["data"]["header"]["config"]
@@ -108,8 +115,8 @@ def test_t15_log_download_is_the_stored_log(web, browse):
         page.get_by_role("menuitem", name="Download session log").click()
     download = info.value
     assert download.suggested_filename == f"{sid}.session.v4.jsonl"
-    text = open(download.path(), encoding="utf-8").read()
-    stored = next(server.home.rglob(f"*{sid}*.jsonl"), None) or next(p for p in server.home.rglob("*.jsonl") if sid in str(p))
+    text = Path(download.path()).read_text(encoding="utf-8")
+    stored = next(p for p in server.home.rglob("*.jsonl") if sid in str(p))
     assert text == stored.read_text(encoding="utf-8")
     lines = [json.loads(line) for line in text.splitlines()]
     assert lines[0]["type"] == "session" and lines[0]["version"] == 4
@@ -141,6 +148,9 @@ def test_t16_settings_theme_default_permission_and_write_only_key(web, browse):
     dialog.get_by_label("API key (write-only)").fill("sk-test-SECRET")
     dialog.get_by_role("button", name="Save").click()
     dialog.locator(".provider[data-provider-id=deepseek-official] .dot.ok").wait_for()
+    dialog.get_by_role("tab", name="Models").focus()
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowDown")
     screenshot(page, "settings-dark")
     page.keyboard.press("Escape")
     page.reload()

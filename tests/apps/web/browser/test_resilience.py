@@ -14,8 +14,16 @@ PANELS = [
         "name": "web-app",
         "config": {
             "panels": [
-                {"id": "broken", "url": "/static/v0.1.0/broken.js", "server": "tests.apps.web.browser.no_such_module:routes"},
-                {"id": "throws", "url": "/api/panels/throws/panel.js", "server": "tests.apps.web.browser.panels:routes"},
+                {
+                    "id": "broken",
+                    "url": "/static/v0.1.0/broken.js",
+                    "server": "tests.apps.web.browser.no_such_module:routes",
+                },
+                {
+                    "id": "throws",
+                    "url": "/api/panels/throws/panel.js",
+                    "server": "tests.apps.web.browser.panels:routes",
+                },
             ]
         },
     }
@@ -44,7 +52,10 @@ def test_t17_failing_panels_degrade_alone_and_chat_still_streams(web, browse):
 
 
 def steps(n: int) -> list[dict[str, Any]]:
-    calls = [{"tool_calls": [{"name": "bash", "arguments": {"description": f"step {i}", "command": f"echo step {i}"}}]} for i in range(1, n + 1)]
+    calls = [
+        {"tool_calls": [{"name": "bash", "arguments": {"description": f"step {i}", "command": f"echo step {i}"}}]}
+        for i in range(1, n + 1)
+    ]
     return [*calls, {"text": "Ten steps done."}]
 
 

@@ -11,10 +11,24 @@ from tests.apps.web.browser.test_chat import send
 def tool_script() -> list[dict[str, Any]]:
     """Thinking on: read, bash, write, edit, then a final answer."""
     return [
-        {"reasoning": "Read the file first.", "tool_calls": [{"name": "read", "arguments": {"file_path": "hello.txt"}}]},
-        {"reasoning": "Now run a command.", "tool_calls": [{"name": "bash", "arguments": {"description": "print hi", "command": "echo hi"}}]},
-        {"reasoning": "Create a file.", "tool_calls": [{"name": "write", "arguments": {"file_path": "new.txt", "content": "brand new\n"}}]},
-        {"reasoning": "Edit the greeting.", "tool_calls": [{"name": "edit", "arguments": {"file_path": "hello.txt", "old_string": "world", "new_string": "there"}}]},
+        {
+            "reasoning": "Read the file first.",
+            "tool_calls": [{"name": "read", "arguments": {"file_path": "hello.txt"}}],
+        },
+        {
+            "reasoning": "Now run a command.",
+            "tool_calls": [{"name": "bash", "arguments": {"description": "print hi", "command": "echo hi"}}],
+        },
+        {
+            "reasoning": "Create a file.",
+            "tool_calls": [{"name": "write", "arguments": {"file_path": "new.txt", "content": "brand new\n"}}],
+        },
+        {
+            "reasoning": "Edit the greeting.",
+            "tool_calls": [
+                {"name": "edit", "arguments": {"file_path": "hello.txt", "old_string": "world", "new_string": "there"}}
+            ],
+        },
         {"text": "Read, ran, wrote and edited."},
     ]
 
@@ -45,7 +59,10 @@ def test_t5_tool_cards_collapse_and_expand(web, browse):
     toggle.click()
     assert page.locator(".think summary").first.inner_text().startswith("Think")
     read = expand(page, "read")
-    assert [r.inner_text().split("\t") for r in read.locator("tr").all()] == [["1", "hello world"], ["2", "second line"]]
+    assert [r.inner_text().split("\t") for r in read.locator("tr").all()] == [
+        ["1", "hello world"],
+        ["2", "second line"],
+    ]
     bash = expand(page, "bash")
     assert bash.locator(".bash-cmd").inner_text() == "echo hi"
     assert bash.locator(".tool-output").inner_text().strip() == "hi"
@@ -53,7 +70,10 @@ def test_t5_tool_cards_collapse_and_expand(web, browse):
     write = expand(page, "write")
     assert "brand new" in write.inner_text()
     edit = expand(page, "edit")
-    rows = [" ".join(t.inner_text() for t in r.locator("td.sign, td.txt").all()) for r in edit.locator("tr.diff-del, tr.diff-add").all()]
+    rows = [
+        " ".join(t.inner_text() for t in r.locator("td.sign, td.txt").all())
+        for r in edit.locator("tr.diff-del, tr.diff-add").all()
+    ]
     assert rows == ["− hello world", "+ hello there"]
     screenshot(page, "tools")
 

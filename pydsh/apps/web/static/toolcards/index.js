@@ -22,7 +22,14 @@ const RENDERERS = {
   subagent: { title: "Subagent", icon: "agents", summary: agent.subagentSummary, body: agent.body },
   send_message: { title: "Message", icon: "message", summary: agent.messageSummary, body: agent.body },
   send_agent_message: { title: "Message", icon: "message", summary: agent.messageSummary, body: agent.body },
+  ask_user_question: { title: "Ask question", icon: "question", summary: askSummary, body: generic.body },
 };
+
+/** The first question asked, then "answered" or "waiting". */
+function askSummary(args, result) {
+  const first = Array.isArray(args.questions) ? args.questions[0]?.question || "" : "";
+  return `${first}${result ? "" : " · waiting"}`;
+}
 
 /** The renderer for a tool name (generic fallback). */
 export function rendererFor(name) {
