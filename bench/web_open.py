@@ -14,9 +14,9 @@ Run: python bench/web_open.py [--runs 5] [--events 10000]
    the server's resident set once idle.
 
 4. browser: in headless Chromium (the distribution's ``chromium``, never a downloaded one), navigation
-   to the long session → its last turn painted (the turn-end row of the newest turn visible), median
-   of ``--runs``; then the server's idle RSS after the browser tour (the page opened, the session
-   read, its Trajectory drawn).
+   to the long session → its last turn painted (the turn-end row of the newest turn visible): the first
+   (cold) open, then the median of ``--runs`` more; then the server's idle RSS after the browser tour
+   (the page opened, the session read, its Trajectory drawn).
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def browser_open(home: Path, workspace: Path, session_id: str, runs: int) -> tup
     threading.Event().wait(1.0)
     rss = rss_mb(server.proc.pid)
     server.stop()
-    return times[1:], rss
+    return times, rss
 
 
 def workspace_in(root: Path) -> Path:
@@ -259,7 +259,10 @@ def main() -> None:
         return
     painted, rss = browser_open(home, workspace, session_id, args.runs)
     print(
-        f"navigation → last turn painted  {statistics.median(painted) * 1000:7.0f} ms  (median of {args.runs}; target < 2000 ms)"
+        f"navigation → last turn painted  {painted[0] * 1000:7.0f} ms  (first open on a fresh server; target < 2000 ms)"
+    )
+    print(
+        f"  then                          {statistics.median(painted[1:]) * 1000:7.0f} ms  (median of {args.runs} more)"
     )
     print(f"idle RSS after the browser tour  {rss:6.1f} MB  (target ≤ 100 MB)")
 
