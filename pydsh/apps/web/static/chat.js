@@ -5,6 +5,7 @@ import { announce, append, clock, contentText, copyButton, duration, h, icon, re
 import { renderMarkdown } from "./markdown.js";
 import { messageCard } from "./messages.js";
 import { userKind } from "./store.js";
+import { setCwd } from "./toolcards/common.js";
 import { tally, toolCard } from "./toolcards/index.js";
 
 const OUTCOME_LINES = { "allowed-once": "Allowed once", rejected: "Rejected", cancelled: "Approval cancelled", unavailable: "Approval unavailable" };
@@ -99,6 +100,7 @@ export class ChatView {
   /** Render a session from scratch: every loaded event in order. */
   open(store) {
     this.store = store;
+    setCwd(store.header?.cwd || store.summary?.cwd);
     this.turns.clear();
     this.cards.clear();
     this.live.clear();

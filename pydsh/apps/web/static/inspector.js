@@ -113,7 +113,7 @@ export class Inspector {
       }
       case "Timing": {
         const out = [["Started", new Date(row.start ?? ev.time).toISOString()]];
-        if (row.end !== undefined && row.start !== undefined) out.push(["Duration", `${row.end - row.start} ms (${duration(row.end - row.start)})`]);
+        if (row.end !== undefined && row.start !== undefined) out.push(["Duration", row.end - row.start < 1000 ? `${row.end - row.start} ms` : `${row.end - row.start} ms (${duration(row.end - row.start)})`]);
         if (row.ttft !== undefined && row.start !== undefined) out.push(["Time to first token", `${row.ttft - row.start} ms`]);
         if (d.usage) out.push(["Usage", d.usage]);
         return out;

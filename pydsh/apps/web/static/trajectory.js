@@ -3,6 +3,7 @@
 
 import { contentText, h, replace } from "./dom.js";
 import { userKind } from "./store.js";
+import { cwd } from "./toolcards/common.js";
 
 const ROW_H = 30;
 const KINDS = ["SYSTEM", "USER", "CONTEXT", "NOTICE", "ASSISTANT", "TOOL", "DEVELOPER", "LOG"];
@@ -69,6 +70,12 @@ function firstChunkTime(stream) {
     if (rec.type === "chunk" && rec.chunk?.type !== "block-start") return rec.time;
   }
   return undefined;
+}
+
+/** Row text for display: the session's directory prefix dropped, cut to 400 characters. */
+function shorten(text) {
+  const dir = cwd();
+  return (dir ? text.split(`${dir}/`).join("") : text).slice(0, 400);
 }
 
 function compact(value) {
@@ -175,7 +182,7 @@ export class TrajectoryView {
       { class: `traj-row kind-${row.kind.toLowerCase()}${selected ? " selected" : ""}`, role: "option", id: row.id, "aria-selected": String(selected), dataset: { seq: row.seq, kind: row.kind } },
       h("span", { class: "turn-mark", text: row.turnMark ? `Turn ${row.turnMark}` : "" }),
       h("span", { class: `kind-badge kind-${row.kind.toLowerCase()}`, text: row.kind }),
-      h("span", { class: "row-text", text: row.text.slice(0, 400) }),
+      h("span", { class: "row-text", text: shorten(row.text) }),
     );
     el.style.top = `${i * ROW_H}px`;
     el.addEventListener("click", () => {

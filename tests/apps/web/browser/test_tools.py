@@ -103,6 +103,7 @@ def test_t6_trajectory_rows_inspector_and_inspect(web, browse):
     assert '"command"' in inspector.inner_text()
     inspector.get_by_role("tab", name="Timing").click()
     assert " ms" in inspector.inner_text()
+    inspector.get_by_role("tab", name="Payload").click()
     screenshot(page, "trajectory")
     seq = page.locator(".traj-row.selected").get_attribute("data-seq")
     page.locator("#tab-chat").click()

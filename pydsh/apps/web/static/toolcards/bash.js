@@ -1,7 +1,7 @@
 // `bash`: description; expanded, cwd chip, command, output with its [stderr] part and markers, Copy.
 
 import { basename, h } from "../dom.js";
-import { copy, output, resultText } from "./common.js";
+import { copy, cwd, output, resultText } from "./common.js";
 
 export const title = "Bash";
 
@@ -14,7 +14,7 @@ export function body(args, result) {
   const head = h(
     "div",
     { class: "bash-head" },
-    h("span", { class: "chip cwd", title: args.workdir || "", text: args.workdir ? basename(args.workdir) : "cwd" }),
+    h("span", { class: "chip cwd", title: args.workdir || cwd(), text: basename(args.workdir || cwd()) || "cwd" }),
     h("code", { class: "bash-cmd", text: args.command || "" }),
     copy(`${args.command || ""}\n${text}`, "Copy command and output"),
   );

@@ -4,6 +4,24 @@ import { contentText, copyButton, h } from "../dom.js";
 
 export const PREVIEW_LINES = 200;
 
+let sessionCwd = "";
+
+/** Remember the open session's working directory, so cards show paths relative to it. */
+export function setCwd(cwd) {
+  sessionCwd = String(cwd || "").replace(/\/+$/, "");
+}
+
+/** The session's working directory. */
+export function cwd() {
+  return sessionCwd;
+}
+
+/** A path relative to the session's working directory when it lies inside it. */
+export function relative(path) {
+  const text = String(path || "");
+  return sessionCwd && text.startsWith(`${sessionCwd}/`) ? text.slice(sessionCwd.length + 1) : text;
+}
+
 /** The result text of a `tool/result` envelope ("" while running). */
 export function resultText(result) {
   return result ? contentText(result.data.message?.content) : "";
@@ -26,7 +44,7 @@ export function meta(result) {
  * @param {{label?: string}} [options]
  */
 export function output(text, options = {}) {
-  const lines = text.split("\n");
+  const lines = text.replace(/\n+$/, "").split("\n");
   const pre = h("pre", { class: "tool-output", tabindex: "0", "aria-label": options.label || "Output" });
   const fill = (count) => {
     pre.replaceChildren();

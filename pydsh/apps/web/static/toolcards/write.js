@@ -2,7 +2,7 @@
 
 import { basename, h } from "../dom.js";
 import { renderDiff } from "../diff.js";
-import { meta, output, resultText } from "./common.js";
+import { meta, output, relative, resultText } from "./common.js";
 
 export function summary(args, result) {
   const m = meta(result);
@@ -22,7 +22,7 @@ export function body(args, result) {
     "div",
     { class: "diffs" },
     diffs.map((d) =>
-      h("div", { class: "diff-file" }, h("div", { class: "diff-path", text: d.path }), h("div", { class: "code-wrap", tabindex: "0", "aria-label": `Changes to ${basename(d.path)}` }, renderDiff(d.oldText, d.newText))),
+      h("div", { class: "diff-file" }, h("div", { class: "diff-path", text: relative(d.path) }), h("div", { class: "code-wrap", tabindex: "0", "aria-label": `Changes to ${basename(d.path)}` }, renderDiff(d.oldText, d.newText))),
     ),
   );
 }
