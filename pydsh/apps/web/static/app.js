@@ -447,6 +447,7 @@ class Page {
       this.trajectory.changed();
       if (ev.type === "turn/start" || ev.type === "step/start" || ev.type === "assistant/message") this.usage.render(store);
       if (ev.type === "todo/write") this.todos.render(ev.data.todos);
+      if (ev.type === "turn/end") this.refreshProjections(store);
       this.panelCall("event", ev);
       this.scrollToEnd(true);
     });
@@ -491,7 +492,6 @@ class Page {
   }
 
   openStream(store, after) {
-    let first = true;
     this.stream = new Stream(
       (seq) => `/api/sessions/${encodeURIComponent(store.id)}/stream?after=${seq ?? after}`,
       {
@@ -500,7 +500,7 @@ class Page {
           if (d.pending) store.setPending(d.pending);
           this.renderSideState();
           if (d.status !== "running") this.chat.settle();
-          first = false;
+          this.refreshProjections(store);
         },
         "session-event": (ev) => store.live(ev),
         "assistant-stream": (frame) => {
@@ -531,7 +531,20 @@ class Page {
         $("conn").textContent = state === "open" ? "" : "Reconnecting…";
       },
     );
-    void first;
+  }
+
+  /** Re-read the projections: changes between the first read and the stream's subscription have no frame. */
+  refreshProjections(store) {
+    api
+      .session(store.id)
+      .then((detail) => {
+        if (this.store !== store) return;
+        store.summary = { ...store.summary, ...detail.session };
+        store.projections = { ...store.projections, ...detail.projections };
+        this.usage.render(store);
+        this.todos.render(store.projections.todos);
+      })
+      .catch(() => {});
   }
 
   closeStream() {

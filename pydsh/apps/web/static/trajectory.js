@@ -44,7 +44,7 @@ export function buildRows(store, withLog) {
     else if (ev.type === "user/message") {
       const kind = userKind(d);
       const label = kind === "user" ? "USER" : kind === "context" ? "CONTEXT" : "NOTICE";
-      push({ kind: label, seq: ev.seq, ev, text: contentText(d.content), start: ev.time });
+      push({ kind: label, seq: ev.seq, ev, text: contentText(d.content).slice(0, 2000), start: ev.time });
     } else if (ev.type === "assistant/message") {
       const content = d.message?.content || [];
       const text = content.filter((b) => b.type === "text").map((b) => b.text).join("");
@@ -54,7 +54,7 @@ export function buildRows(store, withLog) {
       push({ kind: "ASSISTANT", seq: ev.seq, ev, text: shown, start: stepStart ?? ev.time, end: ev.time, ttft: firstChunkTime(d.stream) });
     } else if (ev.type === "tool/call") {
       const entry = store.calls.get(d.callId) || {};
-      const result = entry.result ? contentText(entry.result.data.message?.content) : "…";
+      const result = entry.result ? contentText(entry.result.data.message?.content).slice(0, 500) : "…";
       push({ kind: "TOOL", seq: ev.seq, ev, callId: d.callId, text: `${d.name} ${compact(d.arguments)} → ${result}`, start: ev.time, end: entry.result?.time, result: entry.result });
     } else if (withLog && !HIDDEN_LOG.has(ev.type) && !["tool/result", "assistant/attempt"].includes(ev.type)) {
       push({ kind: "LOG", seq: ev.seq, ev, text: `${ev.type} ${compact(d)}` });

@@ -72,3 +72,22 @@ def test_t4_streaming_grows_then_commits_once(web, browse):
     wait_for(lambda: page.locator(".session-row .running").count() == 0, message="running indicator gone")
     wait_for(lambda: "1 turns 1 steps" in page.locator("#usage").inner_text(), message="usage footer")
     screenshot(page, "chat")
+
+
+def test_model_text_never_becomes_markup_or_unsafe_links(web, browse):
+    text = "**Bold** <img src=x onerror=alert(1)> [bad](javascript:alert(1)) [good](https://example.org/) `<b>code</b>`"
+    server = web([{"text": text}])
+    page = browse(server).page
+    send(page, "<script>alert(1)</script> as plain text")
+    page.locator(".turn-end").wait_for()
+    answer = page.locator(".answer")
+    assert answer.locator("strong").inner_text() == "Bold"
+    assert answer.locator("img").count() == 0
+    assert "<img src=x onerror=alert(1)>" in answer.inner_text()
+    assert answer.locator("a").count() == 1
+    link = answer.locator("a")
+    assert link.get_attribute("href") == "https://example.org/"
+    assert link.get_attribute("rel") == "noopener noreferrer"
+    assert answer.locator("code").inner_text() == "<b>code</b>"
+    assert page.locator(".bubble").inner_text() == "<script>alert(1)</script> as plain text"
+    assert page.locator("#conversation script").count() == 0
