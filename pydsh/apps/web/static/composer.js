@@ -1,7 +1,7 @@
 // The composer: auto-growing textarea (Enter sends, Shift+Enter newline, Ctrl/Cmd+Enter steers), permission,
 // model and effort selectors, queued-prompt chips, Send / Stop, and Interrupt for member sessions.
 
-import { api } from "./api.js";
+import { ApiError, api } from "./api.js";
 import { h, icon, replace } from "./dom.js";
 import { app } from "./store.js";
 
@@ -75,6 +75,7 @@ export class Composer {
     } catch (err) {
       this.text.value = text;
       this.ctx.notify(err.message);
+      if (!(err instanceof ApiError)) throw err;
     }
   }
 

@@ -54,6 +54,8 @@ export class UsageFooter {
     const prompt = input + cacheRead + cacheWrite;
     const hit = prompt ? `${Math.round((cacheRead / prompt) * 100)}%` : "—";
     const pct = contextPercent(p.contextPressure);
+    const threshold = p.compaction?.thresholdTokens;
+    const pressureTokens = p.contextPressure?.pressureTokens;
     const breakdown = p.contextBreakdown || {};
     const window = p.contextPressure?.contextWindow;
     const hover = [
@@ -61,9 +63,10 @@ export class UsageFooter {
       breakdown.toolsTokens !== undefined ? `tools ${breakdown.toolsTokens}` : null,
       breakdown.messageTokens !== undefined ? `messages ${breakdown.messageTokens}` : null,
       window ? `window ${window}` : null,
+      threshold ? `compacts at ${threshold}` : null,
     ].filter(Boolean).join(" · ");
     const rate = modelMs ? Math.round(output / (modelMs / 1000)) : 0;
-    const warn = pct !== null && pct >= 80;
+    const warn = threshold && pressureTokens !== undefined ? pressureTokens >= threshold * 0.9 : pct !== null && pct >= 80;
     replace(
       this.footer,
       h("span", { class: "usage-part" }, icon("gauge"), h("span", { class: "usage-counts", text: `${turns} turns ${steps} steps` }), ` · ${rate} tok/s`),
