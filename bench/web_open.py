@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -43,6 +44,22 @@ from pydsh.testing.hosts import ScriptedHost, scripted_patch
 
 JSON = {"Content-Type": "application/json"}
 ANSWER = {"text": "done"}
+WIDE_WINDOW = [
+    {
+        "id": "deepseek-official",
+        "name": "DeepSeek (scripted)",
+        "models": [{"id": "deepseek-v4-flash", "contextWindow": 100_000_000}],
+    }
+]
+"""The seeding route: a window no long session reaches, so seeding never compacts."""
+RUNNING: list[subprocess.Popen[str]] = []
+"""Servers not stopped yet; killed at exit if a measurement fails half-way."""
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for proc in RUNNING:
+        proc.kill()
 
 
 def rss_mb(pid: int) -> float:
@@ -69,6 +86,7 @@ class Server:
             stderr=subprocess.DEVNULL,
             text=True,
         )
+        RUNNING.append(self.proc)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         self.url_after = time.perf_counter() - self.started
@@ -95,6 +113,7 @@ class Server:
         began = time.perf_counter()
         self.proc.terminate()
         self.proc.wait(timeout=15)
+        RUNNING.remove(self.proc)
         return time.perf_counter() - began
 
 
@@ -118,7 +137,9 @@ async def seed_long_session(home: Path, workspace: Path, events: int) -> tuple[s
     """A stored root session of at least ``events`` events; (its id, its event count)."""
     per_turn = 80
     turns = max(1, events // per_turn + 1)
-    async with ScriptedHost(tool_turns(turns), profile="web", cwd=workspace, dsh_home=home) as host:
+    async with ScriptedHost(
+        tool_turns(turns), profile="web", cwd=workspace, dsh_home=home, providers=WIDE_WINDOW
+    ) as host:
         agent = await host.create_agent()
         while len(agent.events) < events:
             await agent.run("Read hello.txt nine times, then say done.")

@@ -251,7 +251,7 @@ class WebFetcher:
         """Send to the first checked address that accepts the connection."""
         import httpx
 
-        addresses = await self.resolve(url.host)
+        addresses = await self.resolve(url.raw_host.decode("ascii"))
         if not addresses:
             raise WebError(f'hostname "{_display_host(url)}" resolved to no addresses', "WEB_PROVIDER_ERROR")
         if not all(is_public(address) for address in addresses):

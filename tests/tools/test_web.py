@@ -376,3 +376,10 @@ async def test_https_keeps_the_hostname_for_sni_while_connecting_to_the_checked_
 )
 def test_public_addresses(address: str, public: bool) -> None:
     assert is_public(address) is public
+
+
+async def test_an_international_name_is_resolved_and_sent_in_its_ascii_form(w: World) -> None:
+    text, _ = await w.fetch(w.url("/a.txt", "bücher.test"))
+    assert text.endswith("hello world")
+    assert w.net.resolved == ["xn--bcher-kva.test"]
+    assert w.server.seen[0].headers["host"] == f"xn--bcher-kva.test:{w.server.port}"

@@ -339,10 +339,16 @@ class Api:
     async def session(self, request: Request) -> Response:
         sid = request.path_params["id"]
         session = await self.hub.read(sid)
+        summary = self.hub.summary(session)
+        subagents = self.hub.ctx.get("subagents")
+        if summary.get("parentSessionId") and subagents is not None:
+            summary["name"] = await subagents.full_name(sid)
+        projections = self.hub.projections(session)
+        projections["compaction"] = await self.hub.compaction_budget(session)
         body = {
-            "session": self.hub.summary(session),
+            "session": summary,
             "header": session.header,
-            "projections": self.hub.projections(session),
+            "projections": projections,
             "pending": self.hub.pending(sid),
             "lastSeq": session.seq,
         }

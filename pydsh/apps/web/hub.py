@@ -63,7 +63,7 @@ class PendingApproval:
     future: asyncio.Future[str] = field(repr=False)
 
     def view(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"approvalId": self.approval_id, "toolName": self.tool_name}
+        out: dict[str, Any] = {"approvalId": self.approval_id, "sessionId": self.session_id, "toolName": self.tool_name}
         if self.call_id is not None:
             out["callId"] = self.call_id
         if self.reason is not None:
@@ -236,8 +236,14 @@ class WebHub:
         if task is None:
             task = asyncio.ensure_future(self._resume(session_id))
             self._opening[session_id] = task
-            task.add_done_callback(lambda _t: self._opening.pop(session_id, None))
+            task.add_done_callback(lambda done: self._opened(session_id, done))
         return await asyncio.shield(task)
+
+    def _opened(self, session_id: str, task: asyncio.Task[Agent]) -> None:
+        """Forget a finished resume; its failure was raised to whoever waited for it."""
+        self._opening.pop(session_id, None)
+        if not task.cancelled():
+            task.exception()
 
     async def _resume(self, session_id: str) -> Agent:
         if (await self.read(session_id)).header.get("origin") == "subagent":
@@ -250,7 +256,7 @@ class WebHub:
             raise ApiError(
                 409, "session_owned_elsewhere", f'Session "{session_id}" is open in another pydsh process.'
             ) from None
-        except SessionError as exc:
+        except (SessionError, RemoteError) as exc:
             raise ApiError(409, "session_unavailable", f"Session {session_id} cannot be opened: {exc}") from None
         self.handles[session_id] = handle
         return handle.agent
@@ -285,17 +291,13 @@ class WebHub:
         return session
 
     async def _read_stored(self, session_id: str) -> Session:
-        query = self.ctx.require("session_query")
         try:
-            read = await query.read_session(session_id)
+            session: Session = await self.ctx.require("session_query").read(session_id)
         except SessionPersistenceNotFoundError:
             raise not_found(f'Session "{session_id}"') from None
         except SessionError as exc:
             raise ApiError(409, "session_unreadable", f"Session {session_id} cannot be read: {exc}") from None
-        from pydsh.session.events import inherited_event_count
-
-        events = read["events"]
-        return Session(read["session"], events, inherited_event_count=inherited_event_count(events))
+        return session
 
     # -- prompts, queue, control ----------------------------------------------------------------
 
@@ -519,7 +521,7 @@ class WebHub:
 
     def _fold(self, session: Session) -> SummaryFold:
         fold = self._folds.get(session.id)
-        if fold is None or fold.last_seq > session.seq:
+        if fold is None or fold.last_seq != session.seq:
             fold = fold_events(session.events)
             self._folds[session.id] = fold
         return fold
@@ -599,7 +601,7 @@ class WebHub:
 
     def projections(self, session: Session) -> dict[str, Any]:
         """The projection values of ``GET /api/sessions/{id}``."""
-        fold = self._fold(session) if self.store.get(session.id) is not None else fold_events(session.events)
+        fold = self._fold(session)
         registry = self.ctx.get("session_projections")
         meter = registry.snapshot(session, METER_KEYS)["values"] if registry is not None else {}
         source = (session.fold(TITLE) or {}).get("source", {"kind": "fallback"})
@@ -613,6 +615,24 @@ class WebHub:
             "modelSelection": fold.model or self.default_route(),
             "permissionPreset": self.permission_of(session, fold),
         }
+
+    async def compaction_budget(self, session: Session) -> dict[str, int] | None:
+        """``{thresholdTokens, contextWindow}`` of the session's compaction trigger (F39's warning), if any."""
+        agent = self.agents.get(session.id)
+        roster = self.ctx.get("agent_presets")
+        engine = roster.service_for(agent, "compaction") if roster is not None and agent is not None else None
+        engine = engine or self.ctx.get("compaction")
+        budgets = getattr(engine, "budgets", None)
+        target = session.request_header()
+        if budgets is None or target is None:
+            return None
+        config = target["config"]
+        try:
+            found = await budgets(session, config["provider"], config["model"])
+        except Exception:
+            log.debug("no compaction budget for %s", session.id, exc_info=True)
+            return None
+        return {"thresholdTokens": int(found.threshold), "contextWindow": int(found.context_window)}
 
     # -- streams --------------------------------------------------------------------------------
 
@@ -690,6 +710,8 @@ class WebHub:
     def _on_disposed(self, payload: dict[str, Any]) -> None:
         """Forget what was kept for a session that left memory (its log is read again if asked)."""
         agent: Agent = payload["agent"]
+        if self.index_topic.has(INDEX) and agent.session.header.get("origin") != "subagent" and not self.stopping:
+            self.index_topic.publish(INDEX, ("session", self.summary(agent.session), None))
         self._folds.pop(agent.id, None)
         self._inflight.pop(agent.id, None)
         handle = self.handles.get(agent.id)
@@ -703,6 +725,16 @@ class WebHub:
     def _pending_changed(self, session_id: str) -> None:
         self.sessions_topic.publish(session_id, ("pending", self.pending(session_id), None))
         self._mark_index(session_id)
+
+    def lineage(self, session_id: str) -> list[str]:
+        """``session_id`` and its live ancestors, nearest first."""
+        out = [session_id]
+        session = self.store.get(session_id)
+        while session is not None and session.header.get("origin") == "subagent" and len(out) < 100:
+            parent = str(session.header.get("parentSession"))
+            out.append(parent)
+            session = self.store.get(parent)
+        return out
 
     # -- coalescing -------------------------------------------------------------------------------
 
@@ -750,13 +782,7 @@ class WebHub:
             self.index_topic.publish(INDEX, ("session", self.summary(session), None))
 
     def _mark_agents(self, session: Session) -> None:
-        root = session.id
-        seen = 0
-        current: Session | None = session
-        while current is not None and current.header.get("origin") == "subagent" and seen < 100:
-            root = str(current.header.get("parentSession"))
-            current = self.store.get(root)
-            seen += 1
+        root = self.lineage(session.id)[-1]
         if not self.sessions_topic.has(root):
             return
         self._later(f"agents:{root}", PROJECTION_INTERVAL_S, lambda: self._spawn_agents(root))

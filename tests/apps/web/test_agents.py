@@ -61,7 +61,7 @@ async def test_the_tree_names_the_subagent_with_its_model_and_outcome(web: Web) 
     listed = [s["sessionId"] for s in (await web.client.get("/api/sessions")).json()["sessions"]]
     assert listed == [lead]
     member = (await web.client.get(f"/api/sessions/{child['sessionId']}")).json()["session"]
-    assert member["parentSessionId"] == lead
+    assert member["parentSessionId"] == lead and member["name"] == "reviewer"
     pushed = [f for f in await asyncio.wait_for(frames, 10) if f[0] == "agents"]
     assert pushed[-1][1]["root"]["children"][0]["name"] == "reviewer"
     tree = await web.client.get(f"/api/sessions/{lead}/log", params={"tree": "1"})

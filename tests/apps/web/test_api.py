@@ -84,6 +84,7 @@ async def test_create_with_a_prompt_runs_it_and_lists_the_session(web: Web) -> N
     assert detail["projections"]["sessionStats"] == row["stats"]
     assert detail["projections"]["tokenUsage"]["outputTokens"] >= 0
     assert detail["pending"] == {"approvals": [], "questions": [], "queued": []}
+    assert detail["projections"]["compaction"] == {"thresholdTokens": 62464, "contextWindow": 128000}
     user = [e for e in web.host.ctx.require("sessions").get(session["sessionId"]).events if e["type"] == "user/message"]
     assert user[0]["data"]["source"]["kind"] == "user" and user[0]["data"]["source"]["rpcId"]
 

@@ -93,3 +93,26 @@ async def test_replay_and_live_frames_are_deduplicated_by_seq() -> None:
     assert [f.get("id") for f in frames] == [None, "1", "2", "3", None]
     after = [f async for f in _frames([("session-event", {"seq": 1}, 1)], Subscriber(closed=True), 1)]
     assert after == []
+
+
+async def test_the_index_stream_shows_a_closed_session_offline(web: Web) -> None:
+    sid = (await web.new_session("close me"))["session"]["sessionId"]
+    await web.idle(sid)
+    seen: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        async with web.client.stream("GET", "/api/events") as response:
+            event = ""
+            async for line in response.aiter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    seen.append({"event": event, **json.loads(line[5:])})
+                    if event == "session" and seen[-1]["status"] == "offline":
+                        return
+
+    reader = asyncio.ensure_future(follow())
+    await until(lambda: seen)
+    await web.server.hub.handles[sid].dispose()
+    await asyncio.wait_for(reader, 10)
+    assert seen[-1]["sessionId"] == sid and seen[-1]["title"] == "close me"
