@@ -14,9 +14,10 @@ import pytest
 from tests.apps.web.browser.harness import CHROMIUM_ARGS, MISSING_CHROMIUM, WebServer, chromium_path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """Debian's Chromium through Playwright (never a downloaded browser)."""
+    """Debian's Chromium through Playwright (never a downloaded browser); one per module, so Playwright's
+    event loop is gone before the async tests of other directories run."""
     path = chromium_path()
     if path is None:
         pytest.fail(MISSING_CHROMIUM, pytrace=False)
