@@ -13,8 +13,10 @@ Run: python bench/web_open.py [--runs 5] [--events 10000]
 3. idle RSS: after a tour of the API (sessions created and prompted, lists, streams, log download)
    the server's resident set once idle.
 
-Browser measurements (navigation → last turn painted) extend this script: ``Server`` starts and
-stops the process, ``signed_in`` gives a client with the cookie, ``seed_long_session`` the session.
+4. browser: in headless Chromium (the distribution's ``chromium``, never a downloaded one), navigation
+   to the long session → its last turn painted (the turn-end row of the newest turn visible): the first
+   (cold) open, then the median of ``--runs`` more; then the server's idle RSS after the browser tour
+   (the page opened, the session read, its Trajectory drawn).
 """
 
 from __future__ import annotations
@@ -200,6 +202,42 @@ def idle_rss(home: Path, workspace: Path) -> float:
     return rss
 
 
+def chromium() -> str | None:
+    """The distribution's Chromium (override with PYDSH_CHROMIUM)."""
+    import shutil
+
+    return os.environ.get("PYDSH_CHROMIUM") or shutil.which("chromium")
+
+
+def browser_open(home: Path, workspace: Path, session_id: str, runs: int) -> tuple[list[float], float]:
+    """(navigation → last turn painted, seconds per run; server idle RSS MB after the browser tour)."""
+    from playwright.sync_api import sync_playwright
+
+    server = Server(home, workspace, [ANSWER])
+    times: list[float] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = context.new_page()
+        page.goto(server.url)
+        page.wait_for_selector("#new-session")
+        target = f"{server.base}/#/session/{session_id}"
+        for _ in range(runs + 1):
+            page.goto("about:blank")
+            began = time.perf_counter()
+            page.goto(target)
+            page.locator("#conversation .turn:last-child .turn-end").wait_for()
+            page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            times.append(time.perf_counter() - began)
+        page.locator("#tab-trajectory").click()
+        page.locator(".traj-row").first.wait_for()
+        browser.close()
+    threading.Event().wait(1.0)
+    rss = rss_mb(server.proc.pid)
+    server.stop()
+    return times, rss
+
+
 def workspace_in(root: Path) -> Path:
     workspace = root / "work"
     workspace.mkdir(parents=True, exist_ok=True)
@@ -236,6 +274,18 @@ def main() -> None:
 
     rss = idle_rss(Path(tempfile.mkdtemp(dir=root)), workspace)
     print(f"idle RSS after the API tour  {rss:6.1f} MB  (target ≤ 100 MB; reference web process ≈ 400 MB)")
+
+    if chromium() is None:
+        print("browser: Chromium not found; install it with `apt-get install chromium` (or set PYDSH_CHROMIUM)")
+        return
+    painted, rss = browser_open(home, workspace, session_id, args.runs)
+    print(
+        f"navigation → last turn painted  {painted[0] * 1000:7.0f} ms  (first open on a fresh server; target < 2000 ms)"
+    )
+    print(
+        f"  then                          {statistics.median(painted[1:]) * 1000:7.0f} ms  (median of {args.runs} more)"
+    )
+    print(f"idle RSS after the browser tour  {rss:6.1f} MB  (target ≤ 100 MB)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""The page's static files (spec 12 §5, S6, S7): shipped in the wheel, no inline script, no HTML injection,
+nothing fetched from elsewhere, small."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+STATIC = Path(__file__).resolve().parents[3] / "pydsh" / "apps" / "web" / "static"
+MODULES = [
+    "index.html",
+    "boot.js",
+    "app.js",
+    "sidebar.js",
+    "chat.js",
+    "markdown.js",
+    "diff.js",
+    "trajectory.js",
+    "inspector.js",
+    "composer.js",
+    "approval.js",
+    "question.js",
+    "todos.js",
+    "agents.js",
+    "team.js",
+    "messages.js",
+    "usage.js",
+    "settings.js",
+    "store.js",
+    "api.js",
+    "style.css",
+    "icons.svg",
+    "toolcards/index.js",
+]
+
+
+def static_files() -> list[Path]:
+    return [p for p in STATIC.rglob("*") if p.is_file()]
+
+
+def test_every_page_module_is_in_the_built_package(tmp_path: Path) -> None:
+    """``build_py`` copies exactly what a wheel ships: the package-data rules must carry every static file."""
+    root = STATIC.parents[3]
+    subprocess.run(
+        [sys.executable, "-c", "from setuptools import setup; setup()", "-q", "build_py", "-d", str(tmp_path)],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+    built = tmp_path / "pydsh" / "apps" / "web" / "static"
+    missing = [m for m in MODULES if not (built / m).is_file()]
+    assert not missing
+    shipped = {p.relative_to(STATIC).as_posix() for p in static_files()}
+    assert {p.relative_to(built).as_posix() for p in built.rglob("*") if p.is_file()} == shipped
+
+
+def test_index_has_no_inline_script_and_loads_versioned_modules() -> None:
+    html = (STATIC / "index.html").read_text()
+    for tag in re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.S):
+        assert tag.strip() == ""
+    assert re.findall(r"<script\b[^>]*\bsrc=\"/static/v\{\{version\}\}/[a-z]+\.js\"", html)
+    assert not re.search(r"\son[a-z]+=", html)
+    assert "style=" not in html
+
+
+def test_scripts_never_inject_html_or_reach_other_hosts() -> None:
+    for path in static_files():
+        if path.suffix not in (".js", ".html", ".css"):
+            continue
+        text = path.read_text()
+        assert not re.search(r"\.(innerHTML|outerHTML)\s*=|insertAdjacentHTML|document\.write", text), path.name
+        assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text), path.name
+        assert "@import" not in text and "url(http" not in text, path.name
+
+
+def test_the_static_total_stays_small() -> None:
+    assert sum(p.stat().st_size for p in static_files()) <= 300 * 1024
