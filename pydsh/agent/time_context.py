@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -44,7 +44,7 @@ def load_zone(name: str) -> ZoneInfo:
         raise TypeError(f"time zone must be UTC or an IANA Area/Location name, got {name!r}")
     try:
         return ZoneInfo(name)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, ZoneInfoNotFoundError) as exc:
         raise TypeError(f"time zone {name!r} is unknown") from exc
 
 
