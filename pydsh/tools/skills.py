@@ -28,6 +28,7 @@ from pydsh.agent.instructions import find_project_root
 from pydsh.kernel.compose import dsh_home
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
+from pydsh.session.events import Event
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 
 define_event("agent/pre-step", "waterfall")
@@ -301,21 +302,36 @@ def readable_entries(source: dict[str, Any]) -> list[dict[str, str]] | None:
     return out
 
 
+class CatalogSeqs:
+    """Fold unit ``skillCatalogMessages``: seqs of every ``skill-catalog`` user message."""
+
+    key = "skillCatalogMessages"
+
+    def init(self) -> list[int]:
+        return []
+
+    def fold(self, state: list[int], event: Event) -> list[int]:
+        if event["type"] == "user/message" and (event["data"].get("source") or {}).get("kind") == "skill-catalog":
+            state.append(event["seq"])
+        return state
+
+
+CATALOGS = CatalogSeqs()
+
+
 def catalog_history(agent: Agent) -> tuple[bool, str | None]:
     """``(published, digest)``: whether a catalog was ever logged and the digest of the newest one on the surface."""
-    on_surface = set(agent.session.surface.nodes)
-    published = False
-    for event in reversed(agent.session.events):
-        source = event["data"].get("source") if event["type"] == "user/message" else None
-        if not isinstance(source, dict) or source.get("kind") != "skill-catalog":
-            continue
-        entries = readable_entries(source)
-        if entries is None:
-            continue
-        published = True
-        if event["seq"] in on_surface:
-            return True, entries_digest(entries)
-    return published, None
+    session = agent.session
+    readable = [
+        (seq, entries)
+        for seq in session.fold(CATALOGS)
+        if (entries := readable_entries(session.events[seq]["data"]["source"])) is not None
+    ]
+    if not readable:
+        return False, None
+    on_surface = set(session.surface.nodes)
+    shown = next((entries for seq, entries in reversed(readable) if seq in on_surface), None)
+    return True, None if shown is None else entries_digest(shown)
 
 
 def catalog_message(entries: list[dict[str, str]], *, update: bool) -> dict[str, Any]:
