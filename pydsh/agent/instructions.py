@@ -70,13 +70,13 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     maxBytes: int = Field(ge=0)
     maxSourceBytes: int = Field(default=1048576, ge=1)
-    projectRootMarkers: list[str] = Field(default_factory=lambda: [".git"])
-    instructionFileCandidates: list[str] = Field(default_factory=lambda: ["AGENTS.md", "CLAUDE.md"])
-    localInstructionFileCandidates: list[str] = Field(default_factory=lambda: ["AGENTS.local.md", "CLAUDE.local.md"])
+    projectRootMarkers: tuple[str, ...] = (".git",)
+    instructionFileCandidates: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md")
+    localInstructionFileCandidates: tuple[str, ...] = ("AGENTS.local.md", "CLAUDE.local.md")
 
     @field_validator("instructionFileCandidates", "localInstructionFileCandidates", "projectRootMarkers")
     @classmethod
-    def _bare_names(cls, names: list[str]) -> list[str]:
+    def _bare_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         for entry in names:
             if entry in ("", ".", "..") or "/" in entry or "\\" in entry:
                 raise ValueError(f"{entry!r} is not a plain file name in one directory")

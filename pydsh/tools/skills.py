@@ -35,8 +35,9 @@ define_event("agent/pre-step", "waterfall")
 
 Next = Callable[[], Awaitable[Any]]
 
-SKILL_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-GESTURE = re.compile(r"(?:^|(?<=\s))/([a-z0-9]+(?:-[a-z0-9]+)*)(?=\s|$)")
+SKILL_NAME = r"[a-z0-9]+(?:-[a-z0-9]+)*"
+GESTURE = r"(?:^|(?<=\s))/([a-z0-9]+(?:-[a-z0-9]+)*)(?=\s|$)"
+"""Patterns compiled on first use (the ``re`` cache), not at start-up."""
 DESCRIPTION = (
     "Load the full instructions for a skill. Call it before acting on a task that names or clearly matches a "
     "skill in the session skill catalog."
@@ -81,7 +82,7 @@ class Config(BaseModel):
     """Extra skill directories, whether the default roots are searched, and the catalog description cap."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    customSkillDirs: list[str] = Field(default_factory=list)
+    customSkillDirs: tuple[str, ...] = ()
     includeDefaultRoots: bool = True
     catalogDescriptionMaxLength: int = Field(default=500, ge=3)
 
@@ -172,7 +173,7 @@ def parse_skill(raw: str, path: str, directory: str) -> Skill:
     name, description = data.get("name"), data.get("description")
     if not isinstance(name, str) or not name or not isinstance(description, str) or not description:
         raise SkillFileError("frontmatter requires name and description")
-    if not SKILL_NAME.match(name):
+    if not re.fullmatch(SKILL_NAME, name):
         raise SkillFileError(f'invalid skill name "{name}"')
     for legacy, canonical in (
         ("disableModelInvocation", "disable-model-invocation"),
@@ -355,7 +356,7 @@ def invoked_names(messages: list[dict[str, Any]]) -> list[str]:
             continue
         for block in message.get("content") or ():
             if block.get("type") == "text":
-                names += [n for n in GESTURE.findall(block.get("text", "")) if n not in names]
+                names += [n for n in re.findall(GESTURE, block.get("text", "")) if n not in names]
     return names
 
 
@@ -375,7 +376,7 @@ class SkillTool:
 
     def execute(self, args: dict[str, Any], exec: ToolExec) -> str:
         name = args.get("name")
-        if not isinstance(name, str) or not SKILL_NAME.match(name):
+        if not isinstance(name, str) or not re.fullmatch(SKILL_NAME, name):
             raise ToolError(f'invalid skill name "{name}"')
         skill = self.files.discover(self.cwd(exec.agent)).get(name)
         if skill is None:
