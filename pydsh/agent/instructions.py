@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
@@ -161,23 +162,22 @@ class FileReader:
         except OSError:
             self._cache.pop(path, None)
             return None
-        if not os.path.isfile(path):
+        if not stat.S_ISREG(info.st_mode):
             return None
         stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
         cached = self._cache.get(path)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        text: str | None = None
-        if info.st_size <= self.max_source_bytes:
-            try:
-                with open(path, "rb") as handle:
-                    raw = handle.read(self.max_source_bytes + 1)
-            except OSError:
-                raw = b""
-            else:
-                text = raw.decode("utf-8", errors="replace") if len(raw) <= self.max_source_bytes else None
-        self._cache[path] = (stamp, text)
-        return text
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, self._load(path) if info.st_size <= self.max_source_bytes else None)
+            self._cache[path] = cached
+        return cached[1]
+
+    def _load(self, path: str) -> str | None:
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read(self.max_source_bytes + 1)
+        except OSError:
+            return None
+        return raw.decode("utf-8", errors="replace") if len(raw) <= self.max_source_bytes else None
 
 
 def discover(reader: FileReader, config: Config, home: str, root: str, cwd: str) -> list[InstructionFile]:

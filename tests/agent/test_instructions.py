@@ -258,6 +258,18 @@ async def test_configured_candidates_and_a_small_budget_mark_what_was_cut(tmp_pa
         await host.close()
 
 
+async def test_oversized_files_and_directories_named_like_candidates_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("x" * 11)
+    (tmp_path / "CLAUDE.md").mkdir()
+    (tmp_path / "AGENTS.local.md").write_text("small\n")
+    host = await host_for([{"text": "one"}], maxSourceBytes=10)
+    try:
+        (message,) = instruction_messages(await host.run((await host.create(tmp_path)).agent, "hi"))
+        assert [c["path"] for c in message["source"]["changes"]] == ["AGENTS.local.md"]
+    finally:
+        await host.close()
+
+
 def test_budget_drops_the_broadest_file_first_and_keeps_what_fits() -> None:
     def item(display: str, content: str) -> InstructionFile:
         return InstructionFile(f"/p/{display}", display, scope_key(display), content)
