@@ -15,6 +15,8 @@ import pytest
 from pydsh.agent.instructions import Budget, Config, InstructionFile, baseline_section, scope_key
 from pydsh.kernel.errors import KernelError
 from pydsh.kernel.plugin import resolve_plugin, validate_config
+from pydsh.sdk.client import AsyncHarness
+from pydsh.testing.mock_model_server import MockModelServer
 from tests.agent.harness import Host, compose, start_host
 
 FRAME = "<system-reminder>\n{}\n</system-reminder>"
@@ -314,3 +316,26 @@ def test_agent_instructions_is_on_in_every_shipped_profile() -> None:
 def test_a_bad_row_config_is_one_error_naming_the_field() -> None:
     with pytest.raises(KernelError, match=r'row "agent-instructions" \(agent-instructions\): maxBytes: '):
         validate_config("agent-instructions", resolve_plugin("agent-instructions"), {"maxBytes": -1})
+
+
+async def test_the_sdk_process_shows_the_model_instructions_and_skills_in_the_reference_order(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    cwd = project(tmp_path, isolated_home)
+    skill = tmp_path / "proj" / ".agents" / "skills" / "lint.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: lint\ndescription: Run the linters.\n---\nRun ruff.\n")
+    async with (
+        MockModelServer(sequence=[{"text": "one"}, {"text": "two"}]) as server,
+        AsyncHarness(base_url=server.base_url, cwd=cwd, dsh_home=isolated_home, api_key="sk-test") as harness,
+    ):
+        session = harness.session("s1")
+        first = await session.run("hi")
+        second = await session.run("again")
+    kinds = [e["data"]["source"]["kind"] for e in first.events if e["type"] == "user/message"]
+    assert kinds == ["user", "agent-instructions", "runtime-context", "skill-catalog"]
+    assert [e["data"]["source"]["kind"] for e in second.events if e["type"] == "user/message"] == ["user"]
+    first_request, second_request = (json.dumps(r["body"]["messages"]) for r in server.requests)
+    assert json.dumps("Instructions from: pkg/sub/AGENTS.md\n\nsub rules\n")[1:-1] in first_request
+    assert json.dumps("- `lint`: Run the linters.")[1:-1] in first_request
+    assert second_request.count("Instructions from: $DSH_HOME/AGENTS.md") == 1
