@@ -7,7 +7,7 @@ directory itself when none does) down to the working directory, each existing ca
 logs one user message (source ``agent-instructions``, form ``instructions``, ``baseline: true``)
 right after the claimed messages; every later step compares the files with the changes recorded
 on the surface and appends one message listing only what was added, changed or removed, or
-nothing. The state is read from the log, so a resumed session appends nothing unchanged. Texts,
+nothing. Files of deeper directories join once the model reads, writes or edits a file below them. The state is read from the log, so a resumed session appends nothing unchanged. Texts,
 source shape (per-file ``scope``, ``path``, SHA-1 ``digest``) and the byte budget with its marker
 follow the reference runtime, so logs move between the two runtimes.
 """
@@ -330,6 +330,57 @@ class InstructionSeqs:
 SEQS = InstructionSeqs()
 
 
+FILE_TOOLS = frozenset({"read", "write", "edit"})
+
+
+class TouchedPaths:
+    """Fold unit ``agentInstructionTouches``: ``file_path`` of every successful ``read``/``write``/``edit``."""
+
+    key = "agentInstructionTouches"
+
+    def init(self) -> tuple[dict[str, str], list[str]]:
+        return {}, []
+
+    def fold(self, state: tuple[dict[str, str], list[str]], event: Event) -> tuple[dict[str, str], list[str]]:
+        pending, paths = state
+        data = event["data"]
+        if event["type"] == "tool/call" and data.get("name") in FILE_TOOLS:
+            try:
+                path = json.loads(data.get("arguments") or "{}").get("file_path")
+            except (ValueError, AttributeError):
+                path = None
+            if isinstance(path, str) and path.strip():
+                pending[data["callId"]] = path.strip()
+        elif event["type"] == "tool/result":
+            path = pending.pop(str(data.get("message", {}).get("toolCallId")), None)
+            if path is not None and not data["message"].get("isError") and path not in paths:
+                paths.append(path)
+        return state
+
+
+TOUCHES = TouchedPaths()
+
+
+def nested_files(reader: FileReader, config: Config, root: str, cwd: str, touched: list[str]) -> list[InstructionFile]:
+    """Instruction files of directories below ``cwd`` on the way to files the model read or changed."""
+    names = [*config.instructionFileCandidates, *config.localInstructionFileCandidates]
+    found: list[InstructionFile] = []
+    seen: set[str] = set()
+    for path in touched:
+        directory = os.path.dirname(os.path.normpath(os.path.join(cwd, path)))
+        if directory == cwd or os.path.commonpath([directory, cwd]) != cwd:
+            continue
+        for step in chain(cwd, directory)[1:]:
+            for file_name in names:
+                candidate = os.path.join(step, file_name)
+                text = None if candidate in seen else reader.read(candidate)
+                seen.add(candidate)
+                if text is not None:
+                    display = project_display(root, candidate)
+                    found.append(InstructionFile(candidate, display, scope_key(display), text))
+    return found
+
+
 def visible_state(session: Session) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
     """The newest baseline source still on the surface and the latest change per scope on the surface."""
     seqs = session.fold(SEQS)
@@ -423,7 +474,10 @@ class Instructions:
         baseline, visible = visible_state(agent.session)
         if baseline is None or baseline.get("baselineIdentity") != identity:
             return self.baseline(files, identity, visible if baseline is not None else None)
-        return self.update(files, visible, self.baseline_render(files, replacing=False).represented)
+        fitting = self.baseline_render(files, replacing=False).represented
+        own = {f.scope for f in files}
+        nested = nested_files(self.reader, self.config, root, cwd, agent.session.fold(TOUCHES)[1])
+        return self.update([*files, *(f for f in nested if f.scope not in own)], visible, fitting, own)
 
     def baseline_render(self, files: list[InstructionFile], *, replacing: bool) -> Rendered:
         intro = (EMPTY_REPLACEMENT_INTRO if not files else REPLACEMENT_INTRO) if replacing else GUIDANCE
@@ -455,10 +509,18 @@ class Instructions:
         return user_message(rendered.text, source)
 
     def update(
-        self, files: list[InstructionFile], visible: dict[str, dict[str, Any]], fitting: list[InstructionFile]
+        self,
+        files: list[InstructionFile],
+        visible: dict[str, dict[str, Any]],
+        fitting: list[InstructionFile],
+        chained: set[str],
     ) -> dict[str, Any] | None:
-        """One message for the files added, changed or removed since the surface recorded them."""
-        fits = {f.scope for f in fitting}
+        """One message for the files added, changed or removed since the surface recorded them.
+
+        A file of the root-to-cwd chain that a fresh baseline would leave out (``fitting``) is not
+        offered as an addition; files of deeper directories (``chained`` excludes them) always are.
+        """
+        fits = {f.scope for f in fitting} | ({f.scope for f in files} - chained)
         current = {f.scope: f for f in files}
         items: list[Change] = []
         for scope in [*current, *(s for s in visible if s not in current)]:

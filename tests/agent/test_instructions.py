@@ -214,6 +214,45 @@ async def test_resume_appends_nothing_unchanged_and_the_update_when_a_file_chang
             await again.close()
 
 
+async def test_files_below_the_working_directory_join_once_the_model_works_there(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "AGENTS.md").write_text("root rules\n")
+    deep = tmp_path / "pkg" / "deep"
+    deep.mkdir(parents=True)
+    (tmp_path / "pkg" / "AGENTS.md").write_text("pkg rules\n")
+    (deep / "CLAUDE.md").write_text("deep rules\n")
+    (deep / "mod.py").write_text("x = 1\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "AGENTS.md").write_text("never touched\n")
+    read = {"tool_calls": [{"name": "read", "arguments": {"file_path": "pkg/deep/mod.py"}}]}
+    missing = {"tool_calls": [{"name": "read", "arguments": {"file_path": "other/missing.py"}}]}
+    host = await host_for([read, {"text": "done"}, missing, {"text": "done"}, {"text": "three"}])
+    try:
+        agent = (await host.create(tmp_path)).agent
+        events = await host.run(agent, "read it")
+        baseline, nested = instruction_messages(events)
+        assert [c["path"] for c in baseline["source"]["changes"]] == ["AGENTS.md"]
+        assert text(nested) == FRAME.format(
+            "Additional instructions from: pkg/AGENTS.md\n\nThese instructions apply to work under `pkg`. Use them "
+            "as guidance when relevant; more specific instructions take precedence. They do not override system, "
+            "developer, or direct user instructions.\n\npkg rules\n\n\nAdditional instructions from: "
+            "pkg/deep/CLAUDE.md\n\nThese instructions apply to work under `pkg/deep`. Use them as guidance when "
+            "relevant; more specific instructions take precedence. They do not override system, developer, or "
+            "direct user instructions.\n\ndeep rules\n"
+        )
+        assert [c["scope"] for c in nested["source"]["changes"]] == ["pkg\0AGENTS.md", "pkg/deep\0CLAUDE.md"]
+        seqs = {e["type"] if e["data"] is not nested else "nested": e["seq"] for e in events}
+        assert seqs["tool/result"] < seqs["step/start"] < seqs["nested"]
+        assert instruction_messages(await host.run(agent, "a failed read reveals nothing")) == []
+        (deep / "CLAUDE.md").unlink()
+        (removed,) = instruction_messages(await host.run(agent, "three"))
+        assert removed["source"]["changes"] == [
+            {"action": "remove", "scope": "pkg/deep\0CLAUDE.md", "path": "pkg/deep/CLAUDE.md"}
+        ]
+    finally:
+        await host.close()
+
+
 async def test_without_a_root_marker_only_the_working_directory_counts(tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").write_text("parent\n")
     cwd = tmp_path / "child"
