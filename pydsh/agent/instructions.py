@@ -7,7 +7,8 @@ directory itself when none does) down to the working directory, each existing ca
 logs one user message (source ``agent-instructions``, form ``instructions``, ``baseline: true``)
 right after the claimed messages; every later step compares the files with the changes recorded
 on the surface and appends one message listing only what was added, changed or removed, or
-nothing. Files of deeper directories join once the model reads, writes or edits a file below them. The state is read from the log, so a resumed session appends nothing unchanged. Texts,
+nothing. Files of deeper directories join once the model reads, writes or edits a file below
+them. The state is read from the log, so a resumed session appends nothing unchanged. Texts,
 source shape (per-file ``scope``, ``path``, SHA-1 ``digest``) and the byte budget with its marker
 follow the reference runtime, so logs move between the two runtimes.
 """
