@@ -20,8 +20,7 @@ import json
 import os
 import stat
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -92,8 +91,7 @@ def sha1(text: str) -> str:
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
 
-@dataclass(frozen=True)
-class InstructionFile:
+class InstructionFile(NamedTuple):
     """One loaded file: absolute path, model-facing path, per-candidate scope key and text."""
 
     path: str
@@ -221,8 +219,7 @@ def cut(text: str, limit: int) -> str:
     return text.encode()[: max(0, limit)].decode("utf-8", errors="ignore")
 
 
-@dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     """A budgeted text and the files whose content it carries."""
 
     text: str
@@ -277,7 +274,7 @@ class Budget:
             if size(text) <= self.max_bytes:
                 return Rendered(text, [last] if size(kept.content) > 0 or original == 0 else [])
         notice = marker(self.max_bytes, omitted, [(last.display, original, 0)]).replace(CLOSE, "<\\/system-reminder>")
-        with_heading = f"{notice}\n\n{self.section(replace(last, content=''))}".replace(CLOSE, "<\\/system-reminder>")
+        with_heading = f"{notice}\n\n{self.section(last._replace(content=''))}".replace(CLOSE, "<\\/system-reminder>")
         if size(with_heading) <= self.max_bytes:
             return Rendered(with_heading, [last] if original == 0 else [])
         return Rendered(cut(notice, self.max_bytes), [])
@@ -285,10 +282,10 @@ class Budget:
     def fit(self, last: InstructionFile, omitted: list[InstructionFile], intro: str) -> InstructionFile:
         """The longest prefix of ``last`` whose rendering fits (binary search over bytes)."""
         original = size(last.content)
-        low, high, best = 0, original, replace(last, content="")
+        low, high, best = 0, original, last._replace(content="")
         while low <= high:
             mid = (low + high) // 2
-            candidate = replace(last, content=cut(last.content, mid))
+            candidate = last._replace(content=cut(last.content, mid))
             cuts = [(last.display, original, size(candidate.content))]
             if size(self.build([candidate], omitted, cuts, intro)) <= self.max_bytes:
                 best, low = candidate, mid + 1
@@ -419,8 +416,7 @@ def live(change: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
 # -- composing the step's message ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One transition to render: its logged record and the file (empty for a removal)."""
 
     record: dict[str, Any]

@@ -18,8 +18,7 @@ import json
 import os
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -87,8 +86,7 @@ class Config(BaseModel):
     catalogDescriptionMaxLength: int = Field(default=500, ge=3)
 
 
-@dataclass(frozen=True)
-class Skill:
+class Skill(NamedTuple):
     """One discovered skill: its front matter, file, base directory and instructions."""
 
     name: str
