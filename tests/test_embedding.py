@@ -280,7 +280,9 @@ def test_import_pydsh_loads_nothing_else() -> None:
 
 
 async def test_bad_input_is_one_clear_error(workspace: Path, tmp_path: Path) -> None:
-    with pytest.raises(pydsh.HostError, match=r'^unknown profile "nonesuch" \(known templates: embed, headless, sdk'):
+    with pytest.raises(
+        pydsh.HostError, match=r'^unknown profile "nonesuch" \(known templates: acp, embed, headless, sdk'
+    ):
         await pydsh.open_host("nonesuch").start()
     with pytest.raises(pydsh.HostError, match='patch 1: row "x" has unknown field "colour"'):
         await pydsh.open_host(patches=[[{"insert": [{"id": "x", "name": "x", "colour": 1}]}]]).start()

@@ -22,6 +22,8 @@ Usage: pydsh [--profile] <name> [--patch <path>]... [--dump-config[=resolved]] [
        pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M]
        pydsh headless --compact ID
        pydsh --profile sdk [--patch <path>]...
+       pydsh acp [--patch <path>]... [--provider P --model M]
+       pydsh web [--patch <path>]... [--host 127.0.0.1] [--port 3080] [--no-open] [--allow-public] [--cwd DIR]
        pydsh demo
        pydsh plugin --profile <name> (add <requirement>... | remove <distribution>... | list)
 

@@ -22,6 +22,8 @@ INCLUDE_NAMES = frozenset({"pydsh:include", "cordis:include"})
 GROUP_NAMES = frozenset({"pydsh:group", "cordis:group"})
 SHIPPED = Path(__file__).resolve().parent.parent / "profiles"
 COMMAND_WORDS = frozenset({"plugin", "demo"})
+REFERENCE_PREFIX = "@deepseek-ai/"
+"""Plugin names of DeepSeek Harness compositions (resolved through :mod:`pydsh.kernel.reference`)."""
 
 
 def dsh_home() -> Path:
@@ -47,6 +49,8 @@ class Row:
     children: list[Row] = field(default_factory=list)
     source: str = ""
     """The layer (bundle or file) that inserted the row, for error messages."""
+    config_source: str = ""
+    """The patch layer that last replaced ``config`` ("" = as inserted), for error messages."""
 
     @property
     def is_group(self) -> bool:
@@ -70,14 +74,38 @@ class Row:
 # -- YAML ------------------------------------------------------------------------------------
 
 
+_LOADER: Any = None
+
+
+def _safe_loader() -> Any:
+    """The safe YAML loader, taught DeepSeek Harness's ``!!js`` scalars (read as interpolation forms)."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+            """Safe loading plus ``!!js``."""
+
+        Loader.add_constructor("tag:yaml.org,2002:js", _js_scalar)
+        _LOADER = Loader
+    return _LOADER
+
+
+def _js_scalar(loader: Any, node: Any) -> str:
+    from pydsh.kernel.reference import js_form
+
+    return js_form(str(loader.construct_scalar(node)))
+
+
 def load_yaml(text: str, where: str) -> Any:
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_safe_loader())  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         raise fail(where, f"malformed YAML: {' '.join(str(exc).split())}") from None
+    except KernelError as exc:
+        raise fail(where, exc.detail) from None
 
 
 def read_yaml_file(path: Path) -> Any:
@@ -123,7 +151,7 @@ def parse_row(raw: object, where: str, includes: IncludeResolver) -> list[Row]:
 
 def _set_fields(row: Row, raw: dict[str, Any], where: str) -> None:
     if "disabled" in raw:
-        value = raw["disabled"]
+        value = False if raw["disabled"] is None else raw["disabled"]
         if not isinstance(value, (bool, str)):
             raise fail(where, f'row "{row.id}": disabled must be a boolean or a ${{…}} string')
         row.disabled = value
@@ -163,6 +191,17 @@ def find_row(rows: list[Row], row_id: str) -> tuple[list[Row], Row] | None:
         if row.id == row_id:
             return holder, row
     return None
+
+
+def same_plugin(named: object, name: str) -> bool:
+    """Whether a patch's ``name`` names the row's plugin, counting DeepSeek Harness names as their pydsh ones."""
+    if named == name:
+        return True
+    if not isinstance(named, str) or not (named.startswith(REFERENCE_PREFIX) or name.startswith(REFERENCE_PREFIX)):
+        return False
+    from pydsh.kernel.reference import canonical
+
+    return canonical(named) == canonical(name)
 
 
 def _brief(obj: object) -> str:
@@ -243,9 +282,13 @@ class Composition:
                 raise fail(where, f"patch operation needs insert or id: {_brief(op)}")
 
     def _insert(self, op: dict[str, Any], where: str) -> None:
-        extra = set(op) - {"insert", "before", "after", "into"}
+        extra = set(op) - {"insert", "before", "after", "into", "id"}
         if extra:
             raise fail(where, f"insert operation has unknown key(s) {sorted(extra)}")
+        if "id" in op:
+            if "into" in op:
+                raise fail(where, "an insert operation takes into or id (DeepSeek Harness's spelling), not both")
+            op = {**op, "into": op["id"]}
         rows = parse_rows(op["insert"], where, self.includes)
         taken = {r.id for _h, r in walk(self.rows)}
         for _h, new in walk(rows):
@@ -286,13 +329,14 @@ class Composition:
         extra = set(op) - PATCH_FIELDS - {"id"}
         if extra:
             raise fail(where, f'patch of "{row_id}" has unknown field(s) {sorted(extra)}')
-        if "name" in op and op["name"] != row.name:
+        if "name" in op and not same_plugin(op["name"], row.name):
             raise fail(where, f'patch of "{row_id}" names plugin "{op["name"]}" but the row is "{row.name}"')
         if "config" in op:
             if row.is_group:
                 row.children = parse_rows(op["config"] or [], where, self.includes)
             else:
                 row.config = op["config"]
+                row.config_source = where
         _set_fields(row, {k: v for k, v in op.items() if k in ("disabled", "isolate", "inject")}, where)
 
     def check_ids(self) -> None:
@@ -382,6 +426,7 @@ def resolve_rows(rows: list[Row]) -> list[Row]:
                 inject=list(row.inject),
                 children=resolve_rows(row.children),
                 source=row.source,
+                config_source=row.config_source,
             )
         )
     return out

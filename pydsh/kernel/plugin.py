@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydsh.kernel.compose import REFERENCE_PREFIX
 from pydsh.kernel.errors import KernelError
 from pydsh.kernel.fiber import ACTIVE, DISPOSED, DISPOSING, FAILED, LOADING, PENDING, Fiber
 
@@ -71,14 +72,22 @@ def _import_target(ref: str) -> object:
     return obj
 
 
-def resolve_plugin(name: str) -> PluginInfo:
-    """Resolve a row ``name``: entry point, then dotted import path (spec 01 §8)."""
+def plugin_ref(name: str) -> str | None:
+    """What a row ``name`` imports: entry point, reference alias, dotted path (spec 01 §8); ``None`` if nothing."""
     table = entry_point_table()
     ref = table.get(name)
-    if ref is None and name.startswith("@deepseek-ai/dsh-"):
-        ref = table.get(name.removeprefix("@deepseek-ai/dsh-"))
-    if ref is None and ("." in name or ":" in name) and " " not in name:
+    if ref is None and name.startswith(REFERENCE_PREFIX):
+        from pydsh.kernel.reference import canonical
+
+        ref = table.get(canonical(name))
+    elif ref is None and ("." in name or ":" in name) and " " not in name:
         ref = name
+    return ref
+
+
+def resolve_plugin(name: str) -> PluginInfo:
+    """Resolve a row ``name`` to its target and metadata, importing its module."""
+    ref = plugin_ref(name)
     if ref is None:
         raise KernelError("PLUGIN_NOT_FOUND", name)
     try:
@@ -97,8 +106,36 @@ def resolve_plugin(name: str) -> PluginInfo:
     )
 
 
-def validate_config(row_id: str, info: PluginInfo, raw: object) -> Any:
-    """Validate a row's (already interpolated) config with the plugin's ``Config`` model."""
+def validate_config(
+    row_id: str, info: PluginInfo, raw: object, warn: Callable[[str], None] | None = None, origin: str = ""
+) -> Any:
+    """Validate a row's (already interpolated) config with the plugin's ``Config`` model.
+
+    Keys pydsh does not know but DeepSeek Harness does are renamed or dropped, each dropped one
+    reported through ``warn``; ``origin`` names the patch layer that replaced the config, if any.
+    """
+    try:
+        return _validate(row_id, info, raw, origin)
+    except KernelError:
+        adapted = _reference_adapted(info.name, raw)
+        if adapted is None:
+            raise
+    config, notes = adapted
+    result = _validate(row_id, info, config, origin)
+    for note in notes:
+        (warn or log.warning)(f'row "{row_id}" ({info.name}): {note}')
+    return result
+
+
+def _reference_adapted(plugin: str, raw: object) -> tuple[dict[str, Any], list[str]] | None:
+    if not isinstance(raw, dict):
+        return None
+    from pydsh.kernel.reference import adapt
+
+    return adapt(plugin, raw)
+
+
+def _validate(row_id: str, info: PluginInfo, raw: object, origin: str) -> Any:
     model = info.config_model
     if model is None:
         if raw not in (None, {}):
@@ -109,9 +146,13 @@ def validate_config(row_id: str, info: PluginInfo, raw: object) -> Any:
     try:
         return model.model_validate({} if raw is None else raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}" for err in exc.errors()
-        )
+        errors = exc.errors()
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}" for err in errors)
+        if origin and any(err["type"] == "missing" for err in errors):
+            problems += (
+                f" (the config was replaced by {origin}: a patch replaces a row's whole config, "
+                "so restate every field the row needs)"
+            )
         raise KernelError("CONFIG_INVALID", f'row "{row_id}" ({info.name}): {problems}') from None
 
 
@@ -159,6 +200,7 @@ class Loader:
         self._by_dep: dict[str, set[Slot]] = {}
         self._queue: deque[Slot] = deque()
         self._settling: asyncio.Task[None] | None = None
+        self._warned: set[str] = set()
         self.failures: list[Fiber] = []
 
     # -- creating fibers ------------------------------------------------------------------
@@ -195,7 +237,7 @@ class Loader:
         return fiber
 
     async def _start_row(self, ctx: Context, row: Row, info: PluginInfo) -> None:
-        config = validate_config(row.id, info, row.config)
+        config = validate_config(row.id, info, row.config, self._warn_once, row.config_source)
         ctx.fiber.config = config
         ctx.fiber.instance = await apply_plugin(info, ctx, config)
 
@@ -205,9 +247,22 @@ class Loader:
         self.add_rows(ctx, row.children)
 
     def add_rows(self, parent_ctx: Context, rows: list[Row]) -> None:
+        """Add each enabled row; a DeepSeek Harness row pydsh has no plugin for is skipped with a warning."""
         for row in rows:
-            if row.disabled is not True:
-                self.add_row(parent_ctx, row)
+            if row.disabled is True:
+                continue
+            if row.name.startswith(REFERENCE_PREFIX) and plugin_ref(row.name) is None:
+                from pydsh.kernel.reference import skip_warning
+
+                self._warn_once(skip_warning(row.id, row.name))
+                continue
+            self.add_row(parent_ctx, row)
+
+    def _warn_once(self, text: str) -> None:
+        """Log ``text`` as a warning the first time this loader meets it (rows reload)."""
+        if text not in self._warned:
+            self._warned.add(text)
+            log.warning("%s", text)
 
     async def inject(self, parent_ctx: Context, deps: tuple[str, ...], callback: Callable[[Context], Any]) -> Fiber:
         fiber = Fiber(f"{parent_ctx.fiber.row_id}/inject", parent_ctx.fiber.plugin_name, parent_ctx.fiber)

@@ -7,11 +7,12 @@ joined ``data:`` lines). The response's content type is never checked: it is for
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from pydsh.kernel.cancel import AbortError, AbortSignal
+from pydsh.kernel.cancel import AbortSignal
 from pydsh.llm.http import transport_error
 from pydsh.llm.types import LlmError
 
@@ -20,26 +21,48 @@ if TYPE_CHECKING:
 
 
 async def sse_events(response: httpx.Response, signal: AbortSignal, prefix: str) -> AsyncIterator[tuple[str, str]]:
-    """``(event name or "", data)`` of each dispatched event; abort, idle timeout and resets raise ``LlmError``."""
+    """``(event name or "", data)`` of each dispatched event; abort, idle timeout and resets raise ``LlmError``.
+
+    One abort registration serves the whole stream: it cancels the task only while it waits for
+    the next event here, so the consumer's own awaits between events are never interrupted.
+    """
     import httpx
     import httpx_sse
 
     response.headers["content-type"] = "text/event-stream"
     source = httpx_sse.EventSource(response).aiter_sse()
+    task = asyncio.current_task()
+    waiting = fired = False
+
+    def on_abort(_reason: object) -> None:
+        nonlocal fired
+        if waiting and task is not None:
+            fired = True
+            task.cancel()
+
+    remove = signal.add_callback(on_abort)
     try:
         while True:
+            if signal.aborted:
+                raise LlmError(f"{prefix} request aborted", "ABORTED")
+            waiting = True
             try:
-                async with signal.scope():
-                    event = await anext(source)
+                event = await anext(source)
             except StopAsyncIteration:
                 return
-            except AbortError:
+            except asyncio.CancelledError:
+                if not fired or task is None:
+                    raise
+                task.uncancel()
                 raise LlmError(f"{prefix} request aborted", "ABORTED") from None
             except httpx.HTTPError as exc:
                 raise transport_error(exc, prefix) from exc
+            finally:
+                waiting = False
             name = event.event
             yield ("" if name == "message" else name), event.data
     finally:
+        remove()
         await source.aclose()
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionPersistenceNotFoundError
-from pydsh.session.events import Event, inherited_event_count
+from pydsh.session.events import Event
 from pydsh.session.log import Session, SessionStore
 from pydsh.session.repair import tail_turn_closers
 from pydsh.session.title import TITLE, TitleService
@@ -58,12 +58,21 @@ class SessionQuery:
         Session(handle.header, repaired, inherited_event_count=handle.inherited_event_count)
         return {"session": handle.header, "events": repaired}
 
-    async def _session(self, session_id: str) -> Session:
+    async def read(self, session_id: str) -> Session:
+        """The live session, else the stored log repaired and validated once (read only, never made live)."""
         live = self._sessions.get(session_id)
         if live is not None:
             return live
-        read = await self.read_session(session_id)
-        return Session(read["session"], read["events"], inherited_event_count=inherited_event_count(read["events"]))
+        persistence = self.ctx.get("session_persistence")
+        if persistence is None:
+            raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
+        handle = await persistence.open(session_id, "read")
+        events = await handle.read()
+        repaired = events + tail_turn_closers(events)
+        return Session(handle.header, repaired, inherited_event_count=handle.inherited_event_count)
+
+    async def _session(self, session_id: str) -> Session:
+        return await self.read(session_id)
 
     async def list_events(self, session_id: str, from_seq: int = 0, to_seq: int | None = None) -> list[Event]:
         events: list[Event] = (await self.read_session(session_id))["events"]

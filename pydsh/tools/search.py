@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from pydsh.agent.cwd import quote
 from pydsh.kernel.context import Context
 from pydsh.tools.files import FsError, current_dir, resolve
@@ -177,11 +179,21 @@ def mtimes(paths: list[str]) -> list[tuple[int, str]]:
     return found
 
 
+class Config(BaseModel):
+    """Result caps and the over-cap ``glob`` page (DeepSeek Harness's keys and defaults)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    sampleOverCapGlobResults: bool = False
+    globMaxResults: int = Field(default=GLOB_LIMIT, ge=1)
+    grepMaxMatches: int = Field(default=GREP_LIMIT, ge=1)
+
+
 class SearchTools:
     """Bodies of ``glob`` and ``grep``, bound to the plugin's context."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, config: Config) -> None:
         self.ctx = ctx
+        self.config = config
 
     async def glob(self, args: dict[str, Any], exec: ToolExec) -> str:
         pattern: str = args["pattern"]
@@ -198,16 +210,26 @@ class SearchTools:
         if not found:
             return "No files found"
         cwd = current_dir(self.ctx, exec)
-        paths = [display(path, cwd) for _mtime, path in sorted(found)]
-        if len(paths) <= GLOB_LIMIT:
+        ordered = [path for _mtime, path in sorted(found)]
+        paths = [display(path, cwd) for path in ordered]
+        cap = self.config.globMaxResults
+        if len(paths) <= cap:
             return "\n".join(paths)
-        shown = "\n".join(paths[:GLOB_LIMIT])
+        page, basis = paths[:cap], "."
+        if self.config.sampleOverCapGlobResults:
+            page, taken, groups = sample_top_level([display(p, root) for p in ordered], paths, cap)
+            if groups < len(paths):
+                basis = (
+                    f", sampled across {taken} of the {groups} top-level entries this pattern matched instead of "
+                    "taken in modification-time order."
+                )
+                basis += " Narrow path to inspect a specific subtree." if taken < groups else ""
         spilled = save(exec.session.id if exec.session else "", "glob", "\n".join(paths))
         if spilled is None:
             notice = "The complete result could not be saved; narrow pattern or path to see more."
         else:
             notice = f"Full sorted result stored at: {spilled}. {SPILL_HINT}"
-        return f"{shown}\n\n(Showing {GLOB_LIMIT} of {len(paths)} paths. {notice})"
+        return "\n".join(page) + f"\n\n(Showing {len(page)} of {len(paths)} paths{basis} {notice})"
 
     async def grep(self, args: dict[str, Any], exec: ToolExec) -> str:
         pattern: str = args["pattern"]
@@ -223,7 +245,30 @@ class SearchTools:
             except re.error as exc:
                 raise SearchError(f"grep pattern rejected: {exc}", "SEARCH_INVALID_PATTERN") from None
             matches = await in_thread(lambda stop: PythonGrep(root, regex, include, stop, refused).run())
-        return format_grep(matches, current_dir(self.ctx, exec), exec)
+        return format_grep(matches, current_dir(self.ctx, exec), exec, self.config.grepMaxMatches)
+
+
+def sample_top_level(relative: list[str], paths: list[str], cap: int) -> tuple[list[str], int, int]:
+    """Up to ``cap`` of ``paths`` taken round-robin across their top-level entries under the search root.
+
+    ``relative`` holds the same paths relative to the root. Returns the page (grouped by entry, in
+    first-seen order), how many entries it covers and how many there are.
+    """
+    groups: dict[str, list[str]] = {}
+    for rel, path in zip(relative, paths, strict=True):
+        groups.setdefault(rel.split("/", 1)[0], []).append(path)
+    taken: dict[str, list[str]] = {}
+    depth = 0
+    count = 0
+    while count < cap:
+        active = [(key, items[depth]) for key, items in groups.items() if depth < len(items)]
+        if not active:
+            break
+        for key, path in active[: cap - count]:
+            taken.setdefault(key, []).append(path)
+            count += 1
+        depth += 1
+    return [path for items in taken.values() for path in items], len(taken), len(groups)
 
 
 # -- grep ----------------------------------------------------------------------------------------
@@ -404,7 +449,7 @@ class PythonGrep:
         return visible and not ignored(rules, path, False)
 
 
-def format_grep(matches: Matches, cwd: str, exec: ToolExec) -> str:
+def format_grep(matches: Matches, cwd: str, exec: ToolExec, cap: int = GREP_LIMIT) -> str:
     if not matches.count:
         return "No matches found"
     groups: list[str] = []
@@ -414,12 +459,12 @@ def format_grep(matches: Matches, cwd: str, exec: ToolExec) -> str:
         header = display(path, cwd)
         rows = [f"Line {number}: {text}" for number, text in lines]
         full.append("\n".join([header, *rows]))
-        if shown < GREP_LIMIT:
-            take = rows[: GREP_LIMIT - shown]
+        if shown < cap:
+            take = rows[: cap - shown]
             shown += len(take)
             groups.append("\n".join([header, *take]))
     total = matches.count
-    if total <= GREP_LIMIT:
+    if total <= cap:
         noun = "match" if total == 1 else "matches"
         return f"Found {total} {noun}\n\n" + "\n\n".join(groups)
     whole = f"Found {total} matches\n\n" + "\n\n".join(full)
@@ -428,7 +473,7 @@ def format_grep(matches: Matches, cwd: str, exec: ToolExec) -> str:
         footer = "(The complete match list could not be saved; narrow pattern, path or include to see more.)"
     else:
         footer = f"(Full grep result stored at: {spilled}. {SPILL_HINT})"
-    return f"Found {GREP_LIMIT} of {total} matches\n\n" + "\n\n".join(groups) + f"\n\n{footer}"
+    return f"Found {cap} of {total} matches\n\n" + "\n\n".join(groups) + f"\n\n{footer}"
 
 
 name = "tool-fs-search"
@@ -436,16 +481,22 @@ inject = ("tools",)
 optional = ("system_prompt",)
 
 
-def apply(ctx: Context, config: None) -> None:
+def apply(ctx: Context, config: Config) -> None:
     """Register ``glob`` and ``grep`` and their guidance sections."""
     tools = ctx.require("tools")
-    body = SearchTools(ctx)
+    body = SearchTools(ctx, config)
+    glob_cap, grep_cap = config.globMaxResults, config.grepMaxMatches
+    over_cap = (
+        "a sample spread across the top-level entries is shown"
+        if config.sampleOverCapGlobResults
+        else f"the first {glob_cap} are shown"
+    )
     tools.register(
         ctx,
         ToolDefinition(
             "glob",
             "Find files (not directories) whose path matches a glob pattern; hidden and ignored files are included. "
-            "Paths come oldest-modified first, at most 100; when there are more, the first 100 are shown and the "
+            f"Paths come oldest-modified first, at most {glob_cap}; when there are more, {over_cap} and the "
             "location of the complete list is reported.",
             GLOB,
             body.glob,
@@ -457,8 +508,8 @@ def apply(ctx: Context, config: None) -> None:
         ToolDefinition(
             "grep",
             "Search file contents for a ripgrep regular expression and return the matching lines with their line "
-            "numbers, grouped by file. At most 250 matches are shown; for more, the location of the complete match "
-            "list is reported.",
+            f"numbers, grouped by file. At most {grep_cap} matches are shown; for more, the location of the "
+            "complete match list is reported.",
             GREP,
             body.grep,
             timeout_ms=TIMEOUT_MS,

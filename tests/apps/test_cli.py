@@ -43,7 +43,7 @@ def test_launcher_errors(tmp_path: Path) -> None:
     assert version.returncode == 0 and version.stdout.startswith("pydsh ")
     unknown = pydsh("nonesuch", cwd=tmp_path)
     assert unknown.returncode == 2
-    assert 'unknown profile "nonesuch" (known templates: embed, headless, sdk' in unknown.stderr
+    assert 'unknown profile "nonesuch" (known templates: acp, embed, headless, sdk' in unknown.stderr
 
 
 def test_dump_config_prints_rows_without_secrets(tmp_path: Path) -> None:

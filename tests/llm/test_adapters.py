@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pydsh.kernel import Kernel
-from pydsh.kernel.cancel import AbortController
+from pydsh.kernel.cancel import AbortController, AbortSignal
 from pydsh.llm.deepseek import Config as DeepSeekConfig
 from pydsh.llm.deepseek import DeepSeekAdapter
 from pydsh.llm.openai_compat import OpenAICompatAdapter, ProviderConfig
@@ -155,6 +155,50 @@ async def test_abort_during_stall_finishes_aborted_and_closes_the_response(kind:
             await asyncio.sleep(0.005)
         assert not server._connections
         await adapter.aclose()
+
+
+class CountingSignal(AbortSignal):
+    """An abort signal that counts its registrations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.registrations = 0
+
+    def add_callback(self, fn: Callable[[object], None]) -> Callable[[], None]:
+        self.registrations += 1
+        return super().add_callback(fn)
+
+
+@pytest.mark.parametrize("kind", ["deepseek", "chat"])
+async def test_one_abort_registration_per_stream_whatever_its_length(kind: str) -> None:
+    counts = []
+    for chunk_size in (64, 1):
+        async with MockModelServer(["success"], successText="word " * 40, chunkSize=chunk_size) as server:
+            svc, adapter, provider = route(kind, server.base_url)
+            signal = CountingSignal()
+            options = {"provider": provider, "model": "deepseek-v4-flash", "messages": USER, "signal": signal}
+            chunks = await collect(svc.stream(options))
+            await adapter.aclose()
+        assert chunks[-1]["reason"]["kind"] == "stop"
+        counts.append(signal.registrations)
+    assert counts[0] == counts[1] <= 2
+
+
+@pytest.mark.parametrize("kind", ["deepseek", "chat"])
+async def test_abort_between_events_leaves_the_consumer_alone_and_ends_the_stream(kind: str) -> None:
+    async with MockModelServer(["success"], successText="word " * 40, chunkSize=1) as server:
+        svc, adapter, provider = route(kind, server.base_url)
+        controller = AbortController()
+        options = {"provider": provider, "model": "deepseek-v4-flash", "messages": USER, "signal": controller.signal}
+        chunks = []
+        async for chunk in svc.stream(options):
+            chunks.append(chunk)
+            if len(chunks) == 2:
+                controller.abort({"kind": "user"})
+                await asyncio.sleep(0.01)
+        await adapter.aclose()
+    assert len(chunks) == 3
+    assert chunks[-1]["reason"]["kind"] == "aborted"
 
 
 async def test_cassette_round_trip(tmp_path: Path) -> None:

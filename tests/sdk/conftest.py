@@ -352,3 +352,12 @@ def error_of(frame: dict[str, Any]) -> str:
     assert frame["error"]["code"] == -32603
     message: str = frame["error"]["message"]
     return message
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say once, in the summary, that the reference runtime tests were skipped and what to install."""
+    from tests.sdk.reference import SKIP_REASON
+
+    skipped = terminalreporter.stats.get("skipped", [])
+    if any(SKIP_REASON in str(getattr(report, "longrepr", "")) for report in skipped):
+        terminalreporter.write_line(SKIP_REASON)

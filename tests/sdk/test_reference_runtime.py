@@ -1,22 +1,19 @@
-"""Our client against the reference runtime (spec 06 §13 #30), when its binary is available.
+"""Our client against the reference runtime (spec 06 §13 #30), when its executable is available.
 
 The reference executable ships in the ~95 MB ``deepseek-harness-runtime-bin`` wheel, which the
-test command deliberately does not install. Point ``PYDSH_REFERENCE_DSH`` at the unpacked
-``deepseek-harness-sdk-runtime-<platform>`` executable to run these checks.
+README's test command does not install; ``.ci/run`` installs it in a test-only virtual environment
+and points ``PYDSH_REFERENCE_DSH`` at its ``deepseek-harness-sdk-runtime-<platform>`` executable.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import pytest
 
 from pydsh.sdk.client import AsyncHarness
 from pydsh.testing.mock_model_server import MockModelServer
+from tests.sdk.reference import REFERENCE, needs_reference
 
-REFERENCE = os.environ.get("PYDSH_REFERENCE_DSH", "")
-pytestmark = pytest.mark.skipif(not REFERENCE, reason="PYDSH_REFERENCE_DSH is not set")
+pytestmark = needs_reference
 
 
 async def test_our_client_drives_the_reference_runtime(tmp_path: Path) -> None:

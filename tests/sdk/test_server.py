@@ -523,7 +523,7 @@ def test_session_ids_are_checked_by_every_method_that_opens_one(raw: Callable[..
     assert error_of(peer.request("w", "session/wait", {"sessionId": "a\nb"})) == "unknown SDK session: a\nb"
     assert peer.request("bye", "shutdown")["result"] == {}
     assert peer.wait() == 0
-    assert [len(log.parent.name) for log in (home / "sessions").glob("*/*/session.v4.jsonl")] == [255, 255]
+    assert [len(log.parent.name) for log in (home / "sessions").glob("*/*/session.v4.jsonl.zstd")] == [255, 255]
 
 
 def test_prompt_before_initialize_then_initialize_works(raw: Callable[..., Raw]) -> None:

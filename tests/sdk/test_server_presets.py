@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import yaml
 
+from pydsh.session.persistence.jsonl import read_header
 from tests.sdk.conftest import Raw
 
 ROSTER = [{"insert": [{"id": "presets", "name": "pydsh:include", "config": {"bundle": "presets"}}]}]
@@ -27,5 +27,5 @@ def test_sessions_of_a_roster_profile_join_the_default_preset(ws: Path, tmp_path
         raw.stop()
     stderr = b"".join(raw.stderr).decode()
     assert "without joining an agent preset" not in stderr
-    [log] = Path(os.environ["DSH_HOME"]).glob("sessions/*/s-1/session.v4.jsonl")
-    assert json.loads(log.read_text().splitlines()[0])["agentPreset"] == "standard"
+    [log] = Path(os.environ["DSH_HOME"]).glob("sessions/*/s-1/session.v4.jsonl.zstd")
+    assert read_header(log)["agentPreset"] == "standard"

@@ -225,8 +225,145 @@ async def test_zstd_round_trip_and_torn_frame(tmp_path: Path) -> None:
     assert len(await final.read()) == 4
     header = (await JsonlPersistence(tmp_path, compression="zstd").stat("z"))["header"]
     assert header["id"] == "z"
-    with pytest.raises(SessionFormatUnsupportedError):
-        await JsonlPersistence(tmp_path).open("z", "read")
+
+
+# -- both encodings, whatever the store writes ---------------------------------------------------
+
+ENCODINGS = {"none": "session.v4.jsonl", "zstd": "session.v4.jsonl.zstd"}
+
+
+def zstd_frames(data: bytes) -> list[bytes]:
+    """The plaintexts of the concatenated zstd frames of ``data`` (each one complete and checksummed)."""
+    import zstandard
+
+    frames = []
+    while data:
+        params = zstandard.get_frame_parameters(data)
+        assert params.has_checksum
+        reader = zstandard.ZstdDecompressor().decompressobj()
+        frames.append(reader.decompress(data))
+        data = reader.unused_data
+    return frames
+
+
+@pytest.mark.parametrize("stored_encoding", ["none", "zstd"])
+@pytest.mark.parametrize("configured", ["none", "zstd"])
+async def test_every_store_reads_and_continues_both_encodings(
+    tmp_path: Path, stored_encoding: str, configured: str
+) -> None:
+    writer = JsonlPersistence(tmp_path, compression=stored_encoding)
+    handle = await writer.create(make_header("s1", 1, cwd="/home/u/proj"))
+    handle.append(turn(0, 1))
+    await handle.close()
+    directory = tmp_path / "--home-u-proj--" / "s1"
+    path = directory / ENCODINGS[stored_encoding]
+    before = path.read_bytes()
+    store = JsonlPersistence(tmp_path, compression=configured)
+    assert [x["header"]["id"] for x in await store.list()] == ["s1"]
+    assert (await store.stat("s1"))["header"]["id"] == "s1"
+    resumed = await store.open("s1", "write")
+    assert [e["seq"] for e in await resumed.read()] == [0, 1]
+    resumed.append(turn(2, 2))
+    await resumed.close()
+    assert sorted(f.name for f in directory.iterdir()) == sorted([ENCODINGS[stored_encoding], "session.lock"])
+    after = path.read_bytes()
+    assert after.startswith(before)
+    if stored_encoding == "zstd":
+        assert [json.loads(line)["seq"] for line in zstd_frames(after[len(before) :])[0].splitlines()] == [2, 3]
+    else:
+        assert [json.loads(line)["seq"] for line in after[len(before) :].splitlines()] == [2, 3]
+    for other in ENCODINGS:
+        again = await JsonlPersistence(tmp_path, compression=other).open("s1", "read")
+        assert [e["seq"] for e in await again.read()] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("configured", ["none", "zstd"])
+async def test_torn_zstd_frame_is_cut_whatever_the_store_writes(tmp_path: Path, configured: str) -> None:
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    handle = await store.create(make_header("z", 1))
+    handle.append(turn(0, 1))
+    await handle.close()
+    path = tmp_path / "_no-cwd" / "z" / "session.v4.jsonl.zstd"
+    intact = path.read_bytes()
+    path.write_bytes(intact + zstd_compress(b'{"type":"turn/start","seq":2,"time":5,"data":{"turn":2}}\n')[:-3])
+    writer = await JsonlPersistence(tmp_path, compression=configured).open("z", "write")
+    assert len(await writer.read()) == 2
+    writer.append(turn(2, 2))
+    await writer.close()
+    data = path.read_bytes()
+    assert data.startswith(intact)
+    assert len(zstd_frames(data)) == len(zstd_frames(intact)) + 1
+    final = await JsonlPersistence(tmp_path, compression=configured).open("z", "read")
+    assert [e["seq"] for e in await final.read()] == [0, 1, 2, 3]
+
+
+def zstd_compress(payload: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor(write_checksum=True).compress(payload)
+
+
+async def test_a_new_log_is_written_in_the_configured_encoding_one_frame_per_batch(tmp_path: Path) -> None:
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    handle = await store.create(make_header("z", 1))
+    handle.append(turn(0, 1))
+    await handle.flush()
+    handle.append(turn(2, 2))
+    await handle.close()
+    frames = zstd_frames((tmp_path / "_no-cwd" / "z" / "session.v4.jsonl.zstd").read_bytes())
+    assert [frame.count(b"\n") for frame in frames] == [1, 2, 2]
+    assert json.loads(frames[0])["type"] == "session"
+
+
+async def test_both_encodings_of_one_session_are_refused(tmp_path: Path) -> None:
+    await stored(tmp_path, turn(0, 1))
+    directory = tmp_path / "--home-u-proj--" / "s1"
+    (directory / ENCODINGS["zstd"]).write_bytes(b"")
+    with pytest.raises(
+        SessionPersistenceCorruptionError, match=r"both session\.v4\.jsonl and session\.v4\.jsonl\.zstd"
+    ):
+        await JsonlPersistence(tmp_path, compression="zstd").open("s1", "read")
+
+
+def test_zstandard_is_imported_only_when_a_zstd_log_is_written_or_read(tmp_path: Path) -> None:
+    script = """
+import asyncio, sys
+from pathlib import Path
+from pydsh.session.events import make_header
+from pydsh.session.persistence.jsonl import JsonlPersistence
+
+async def main(root):
+    store = JsonlPersistence(root, compression="zstd")
+    plain = JsonlPersistence(root)
+    handle = await plain.create(make_header("p", 1))
+    handle.append([{"type": "turn/start", "seq": 0, "time": 5, "data": {"turn": 1}}])
+    await handle.close()
+    await (await store.open("p", "read")).read()
+    print("zstandard" in sys.modules)
+    handle = await store.create(make_header("z", 1))
+    handle.append([{"type": "turn/start", "seq": 0, "time": 5, "data": {"turn": 1}}])
+    await handle.close()
+    print("zstandard" in sys.modules)
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.split() == ["False", "True"]
+
+
+@pytest.mark.parametrize(("profile", "compression"), [("sdk", "zstd"), ("headless", None), ("embed", None)])
+def test_the_sdk_profile_writes_zstd_like_the_reference(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, profile: str, compression: str | None
+) -> None:
+    from pydsh.kernel.profiles import compose_profile
+
+    monkeypatch.setenv("DSH_HOME", str(tmp_path))
+    row = next(r for r in compose_profile(profile, []).rows if r.id == "session-persistence-jsonl")
+    assert row.config.get("compression") == compression
+    assert row.config["root"] == "${home:sessions}"
 
 
 def run_child(*args: str, **kw: object) -> subprocess.Popen[str]:

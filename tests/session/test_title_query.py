@@ -106,6 +106,11 @@ async def test_query_lists_newest_first_and_reads_repaired_logs(tmp_path: Path) 
     assert snapshots[0]["ok"] and not snapshots[1]["ok"]
     with pytest.raises(SessionPersistenceNotFoundError):
         await query.read_session("missing")
+    stored = await query.read("old")
+    assert [e["type"] for e in stored.events] == [e["type"] for e in read["events"]]
+    assert stored.header == read["session"] and sessions.get("old") is None
+    with pytest.raises(SessionPersistenceNotFoundError):
+        await query.read("missing")
     await kernel.dispose()
 
 

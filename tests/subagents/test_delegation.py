@@ -248,22 +248,10 @@ def test_minted_ids_never_match_the_segment_grammar(_n: int) -> None:
 
 
 async def test_fork_child_starts_with_the_completed_prefix(tmp_path: Path) -> None:
+    """``subagent_fork`` is shipped in ``agent-tools`` (the sdk and headless planes), no patch needed."""
     fork = {"name": "subagent_fork", "arguments": {"description": "review", "prompt": "review it"}}
-    patch = [
-        {
-            "insert": [
-                {
-                    "id": "tool-subagent-fork",
-                    "name": "tool-subagent",
-                    "config": {"provider": "fork", "toolName": "subagent_fork"},
-                }
-            ]
-        }
-    ]
     host, root = await boot(
-        [[{"text": "first answer"}, calls(fork), {"text": "wait"}, {"text": "ack"}], [{"text": "reviewed"}]],
-        tmp_path,
-        (patch,),
+        [[{"text": "first answer"}, calls(fork), {"text": "wait"}, {"text": "ack"}], [{"text": "reviewed"}]], tmp_path
     )
     captured: list[Any] = []
     host.kernel.ctx.on("session/created", lambda s: captured.append(s) if s.header.get("parentSession") else None)

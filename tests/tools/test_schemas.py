@@ -22,6 +22,7 @@ MINE = {
     "tool-jobs",
     "tool-todo",
     "tool-working-directory",
+    "tool-web",
     "spill-policy",
     "repeat-tool-reminder",
     "fs-observation-policy",
@@ -59,6 +60,8 @@ SKELETONS = {
     '{"type":"array","description":"","items":{"type":"object","additionalProperties":false,"properties":'
     '{"content":{"type":"string","description":""},"status":{"type":"string","description":"","enum":["pending",'
     '"in_progress","completed"]}},"required":["content","status"]}}},"required":["todos"]}}',
+    "web_fetch": '{"name":"web_fetch","description":"","parameters":{"type":"object","properties":{"url":{"type":'
+    '"string","description":""}},"required":["url"]}}',
     "working_directory": '{"name":"working_directory","description":"","parameters":{"type":"object","properties":'
     '{"cd":{"type":"string","description":""}}}}',
     "write": '{"name":"write","description":"","parameters":{"type":"object","properties":{"file_path":{"type":'
@@ -139,6 +142,7 @@ async def test_guidance_sections_are_registered_at_their_orders(tmp_path: Path) 
             ("tool:glob", 1400),
             ("tool:grep", 1500),
             ("tool:jobs", 1600),
+            ("tool:web_fetch", 2100),
         ]
     finally:
         await world.close()

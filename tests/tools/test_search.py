@@ -211,3 +211,26 @@ async def test_ripgrep_failure_exit_2(tmp_path: Path, monkeypatch: pytest.Monkey
         assert outcome.error == {"name": "SearchError", "code": "SEARCH_FAILED"}
     finally:
         await world.close()
+
+
+async def test_reference_caps_and_over_cap_sampling_across_top_level_entries(tmp_path: Path) -> None:
+    w = tmp_path / "w"
+    config = {"sampleOverCapGlobResults": True, "globMaxResults": 5, "grepMaxMatches": 2}
+    world = await harness(w, [("tools", None), ("tool-fs", None), ("tool-fs-search", config)])
+    try:
+        for i, name in enumerate(["a/1.md", "a/2.md", "a/3.md", "b/1.md", "b/2.md", "c/1.md", "top.md"]):
+            touch(w / name, "hit\n", mtime=1_700_000_000_000_000_000 + i * 1000)
+        out = (await world.text("glob", {"pattern": "*.md"})).split("\n")
+        assert out[:6] == ["a/1.md", "a/2.md", "b/1.md", "c/1.md", "top.md", ""]
+        assert out[6].startswith(
+            "(Showing 5 of 7 paths, sampled across 4 of the 4 top-level entries this pattern matched instead of "
+            "taken in modification-time order. Full sorted result stored at: "
+        )
+        assert (await world.text("grep", {"pattern": "hit"})).startswith("Found 2 of 7 matches\n\n")
+        glob = world.tools.lookup(None, "glob")
+        assert glob is not None
+        assert (
+            "at most 5; when there are more, a sample spread across the top-level entries is shown" in glob.description
+        )
+    finally:
+        await world.close()

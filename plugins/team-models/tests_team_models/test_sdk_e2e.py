@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pydsh.session.persistence.jsonl import parse_log
 from tests.apps.plugin_dist import make_venv
 
 deepseek_harness = pytest.importorskip("deepseek_harness", reason="the published SDK client is not installed")
@@ -132,10 +133,11 @@ def overrides(installed: dict[str, Any]) -> dict[str, Any]:
     return dict(team["overrides"])
 
 
-def team_events(installed: dict[str, Any]) -> list[str]:
-    """The ``team/*`` event lines of every session log under the test's ``DSH_HOME``."""
-    logs = sorted((Path(installed["root"]) / "home").rglob("*.jsonl"))
-    return [line for log in logs for line in log.read_text().splitlines() if '"type":"team/' in line]
+def team_events(installed: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``team/*`` events of every session log (either encoding) under the test's ``DSH_HOME``."""
+    logs = sorted((Path(installed["root"]) / "home" / "sessions").glob("*/*/session.v4.jsonl*"))
+    stored = [parse_log(log.read_bytes(), log, compressed=log.suffix == ".zstd") for log in logs]
+    return [event for log in stored for event in log.events if event["type"].startswith("team/")]
 
 
 @contextmanager

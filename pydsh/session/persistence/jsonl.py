@@ -7,6 +7,10 @@ A torn last line is never returned and is truncated before the next append; a da
 followed by a committed ``turn/end`` is corruption, never skipped; one followed by none is cut
 like a torn tail, after what follows it was set aside in a file beside the log. OS failures
 become one ``SessionError`` naming the file and the errno.
+
+``compression`` only picks the encoding of new logs (``session.v4.jsonl`` or ``session.v4.jsonl.zstd``,
+one checksummed zstd frame per batch, like the reference runtime): every store reads both, and a
+resumed log keeps the encoding it has, so appends never rewrite what is stored.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict
 
@@ -48,6 +52,9 @@ from pydsh.session.errors import (
 from pydsh.session.events import Event, check_envelope, header_problem, inherited_event_count, version_gate
 from pydsh.session.log import Session
 from pydsh.session.persistence.base import Access, SessionHandle, SessionPersistence
+
+if TYPE_CHECKING:
+    import zstandard
 
 BATCH_WINDOW_S = 0.2
 PLAIN = "session.v4.jsonl"
@@ -312,6 +319,7 @@ class JsonlHandle:
         *,
         inherited_event_count: int = 0,
         stored: StoredLog | None = None,
+        path: Path | None = None,
     ) -> None:
         self.store = store
         self.id: str = header["id"]
@@ -319,7 +327,8 @@ class JsonlHandle:
         self.access: Access = access
         self.inherited_event_count = inherited_event_count
         self.directory = directory
-        self.path = directory / (ZSTD if store.compressed else PLAIN)
+        self.path = path or directory / (ZSTD if store.compressed else PLAIN)
+        self.compressed = self.path.name == ZSTD
         self._events: list[Event] = stored.events if stored else []
         self._size = stored.committed_size if stored else 0
         self._torn = stored.torn_offset if stored else None
@@ -410,7 +419,7 @@ class JsonlHandle:
         if self._fd is None:
             self._fd = open_append(self.path)
         fd = self._fd
-        data = self.store.frame(payload)
+        data = self.store.frame(payload, self.compressed)
         try:
             self._check_owned(fd)
             if self._torn is not None:
@@ -444,7 +453,7 @@ class JsonlHandle:
     def _materialize(self, payload: bytes) -> None:
         """Publish header and first batch atomically (temp file, fsync, link, directory fsyncs)."""
         header_line = json.dumps(self.header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        data = self.store.frame(header_line) + self.store.frame(payload)
+        data = self.store.frame(header_line, self.compressed) + self.store.frame(payload, self.compressed)
         tmp = self.path.with_name(f"{self.path.name}.{secrets.token_hex(6)}.tmp")
         try:
             private_dir(self.directory)
@@ -644,14 +653,20 @@ class JsonlPersistence:
         self.compressed = compression == "zstd"
         self._handles: dict[str, JsonlHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._compressor: Any = None
-        if self.compressed:
+        self._compressor: zstandard.ZstdCompressor | None = None
+
+    def frame(self, payload: bytes, compressed: bool) -> bytes:
+        """``payload`` as written to a log of that encoding: itself, or one checksummed zstd frame.
+
+        ``zstandard`` is imported here, on the first compressed write, to keep it off the start path.
+        """
+        if not compressed:
+            return payload
+        if self._compressor is None:
             import zstandard
 
             self._compressor = zstandard.ZstdCompressor(write_checksum=True)
-
-    def frame(self, payload: bytes) -> bytes:
-        return self._compressor.compress(payload) if self._compressor is not None else payload
+        return self._compressor.compress(payload)
 
     def track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
@@ -698,10 +713,7 @@ class JsonlPersistence:
             raise io_error(directory, "looking up the session log", exc) from None
         if has_plain and has_zstd:
             raise SessionPersistenceCorruptionError(f"{directory}: both {PLAIN} and {ZSTD} exist")
-        found = zstd if has_zstd else plain
-        if has_zstd != self.compressed:
-            raise SessionFormatUnsupportedError(f"{found}: this store is configured for the other encoding")
-        return found
+        return zstd if has_zstd else plain
 
     def read_stored(self, directory: Path, session_id: str) -> tuple[Path, StoredLog]:
         """The parsed log in ``directory`` (blocking)."""
@@ -713,7 +725,7 @@ class JsonlPersistence:
             raise SessionPersistenceCorruptionError(f"{path}: header id {stored.header['id']!r} does not match")
         return path, stored
 
-    def _open_writer(self, directory: Path, session_id: str) -> tuple[StoredLog, int, int]:
+    def _open_writer(self, directory: Path, session_id: str) -> tuple[Path, StoredLog, int, int]:
         """Lock, read and open the log for appending (blocking); damaged lines are set aside first."""
         lock_fd = acquire_lock(directory / LOCK, session_id)
         try:
@@ -730,7 +742,7 @@ class JsonlPersistence:
             os.close(fd)
             os.close(lock_fd)
             raise
-        return stored, lock_fd, fd
+        return path, stored, lock_fd, fd
 
     # -- the seam ---------------------------------------------------------------------------
 
@@ -750,17 +762,20 @@ class JsonlPersistence:
             raise SessionAlreadyOwnedError(f'session "{session_id}" is already open for writing')
         directory = await self._located(session_id)
         if access == "read":
-            _path, stored = await asyncio.to_thread(self.read_stored, directory, session_id)
-            return self._handle(directory, stored, access)
-        stored, lock_fd, fd = await asyncio.to_thread(self._open_writer, directory, session_id)
-        handle = self._handle(directory, stored, access)
+            path, stored = await asyncio.to_thread(self.read_stored, directory, session_id)
+            return self._handle(path, stored, access)
+        path, stored, lock_fd, fd = await asyncio.to_thread(self._open_writer, directory, session_id)
+        handle = self._handle(path, stored, access)
         handle._lock_fd, handle._fd = lock_fd, fd
         self._handles[session_id] = handle
         return handle
 
-    def _handle(self, directory: Path, stored: StoredLog, access: Access) -> JsonlHandle:
+    def _handle(self, path: Path, stored: StoredLog, access: Access) -> JsonlHandle:
+        """A handle on a stored log; appends keep the encoding the file already has."""
         count = inherited_event_count(stored.events)
-        return JsonlHandle(self, stored.header, directory, access, inherited_event_count=count, stored=stored)
+        return JsonlHandle(
+            self, stored.header, path.parent, access, inherited_event_count=count, stored=stored, path=path
+        )
 
     async def flush(self) -> None:
         await asyncio.gather(*(h.flush() for h in list(self._handles.values())))

@@ -1,0 +1,628 @@
+"""The starlette application of ``pydsh web``: the page, the JSON API and the streams (spec 12 §4).
+
+Imported only by the web app's ``run`` (never on the SDK or headless start path). Handlers are
+thin: they validate the body (unknown fields are 422, sizes 413) and call the :class:`WebHub`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import mimetypes
+import zoneinfo
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from sse_starlette.sse import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from pydsh import __version__
+from pydsh.apps.web.errors import ApiError, error_body, not_found
+from pydsh.apps.web.fanout import Frame, Subscriber
+from pydsh.apps.web.guard import MAX_BODY, Guard
+from pydsh.apps.web.hub import WebHub
+from pydsh.apps.web.state import WebState
+from pydsh.apps.web.team import team_view
+
+log = logging.getLogger("pydsh.web")
+
+MAX_PROMPT = 1024 * 1024
+PING_S = 15
+EVENTS_LIMIT = 500
+TAIL_EVENTS = 200
+CONTENT_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".json": "application/json",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+    ".txt": "text/plain; charset=utf-8",
+    ".md": "text/plain; charset=utf-8",
+}
+UNAUTHORIZED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>pydsh web: sign in</title></head>
+<body><main><h1>Not signed in</h1>
+<p>Open the URL that <code>pydsh web</code> printed in its terminal (it carries a one-time token).</p>
+</main></body></html>
+"""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+# -- request bodies ------------------------------------------------------------------------------
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PromptFields(Strict):
+    text: str
+    clientMessageId: str | None = None
+    clientTimeZone: str | None = None
+
+
+class PromptBody(PromptFields):
+    mode: Literal["queue", "steer"] = "queue"
+
+
+class ModelBody(Strict):
+    provider: str
+    model: str
+    effort: str | None = None
+
+
+class CreateBody(Strict):
+    cwd: str
+    agentPreset: str | None = None
+    permissionPreset: str | None = None
+    model: ModelBody | None = None
+    prompt: PromptFields | None = None
+
+
+class PermissionBody(Strict):
+    preset: str
+
+
+class TitleBody(Strict):
+    title: str
+
+
+class DecisionBody(Strict):
+    outcome: Literal["allowed-once", "rejected"]
+
+
+class AnswerBody(Strict):
+    id: str
+    selected: list[str]
+    custom: str | None = None
+
+
+class AnswersBody(Strict):
+    answers: list[AnswerBody] | None = None
+    skip: bool = False
+
+
+class EmptyBody(Strict):
+    pass
+
+
+class ClientErrorBody(Strict):
+    message: str
+    stack: str | None = None
+
+
+def _problem(exc: ValidationError) -> str:
+    """One sentence naming the first bad field."""
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"]) or "body"
+    if error["type"] == "extra_forbidden":
+        return f'Unknown field "{where}".'
+    if error["type"] == "missing":
+        return f'Field "{where}" is required.'
+    return f'Field "{where}": {error["msg"]}.'
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    """The JSON body as ``model``: 413 over 2 MB, 400 for bad JSON, 422 for unknown or bad fields."""
+    size = 0
+    chunks = []
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ApiError(413, "body_too_large", "The request body is larger than 2 MB.")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        raise ApiError(400, "bad_json", "The request body is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise ApiError(422, "invalid_body", "The request body must be a JSON object.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        code = "unknown_field" if exc.errors()[0]["type"] == "extra_forbidden" else "invalid_field"
+        raise ApiError(422, code, _problem(exc)) from None
+
+
+def check_prompt(prompt: PromptFields) -> None:
+    """413 for text over 1 MB, 422 for empty text or an unknown time zone (before anything is queued)."""
+    if len(prompt.text.encode()) > MAX_PROMPT:
+        raise ApiError(413, "prompt_too_large", "The prompt text is larger than 1 MB.")
+    if not prompt.text.strip():
+        raise ApiError(422, "empty_prompt", "The prompt text is empty.")
+    zone = prompt.clientTimeZone
+    if zone is not None:
+        try:
+            zoneinfo.ZoneInfo(zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ApiError(422, "invalid_time_zone", f'"{zone}" is not an IANA time zone.') from None
+
+
+# -- the app -------------------------------------------------------------------------------------
+
+
+def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str]) -> Guard:
+    """The guarded ASGI app of one server start."""
+    api = Api(hub, state)
+    routes: list[BaseRoute] = [
+        Route("/", api.index),
+        Route("/favicon.ico", api.favicon),
+        Route("/static/{rest:path}", api.static),
+        Route("/api/info", api.info),
+        Route("/api/ui/panels", api.panels),
+        Route("/api/known-workspaces", api.workspaces, methods=["GET", "POST"]),
+        Route("/api/known-workspaces/{workspaceId}", api.remove_workspace, methods=["DELETE"]),
+        Route("/api/sessions", api.sessions, methods=["GET", "POST"]),
+        Route("/api/sessions/{id}", api.session),
+        Route("/api/sessions/{id}/events", api.events),
+        Route("/api/sessions/{id}/stream", api.stream),
+        Route("/api/sessions/{id}/prompt", api.prompt, methods=["POST"]),
+        Route("/api/sessions/{id}/queue/{messageId}", api.unqueue, methods=["DELETE"]),
+        Route("/api/sessions/{id}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/sessions/{id}/interrupt", api.interrupt, methods=["POST"]),
+        Route("/api/sessions/{id}/permission", api.permission, methods=["PUT"]),
+        Route("/api/sessions/{id}/model", api.model, methods=["PUT"]),
+        Route("/api/sessions/{id}/title", api.title, methods=["PUT"]),
+        Route("/api/sessions/{id}/approvals/{approvalId}", api.decide, methods=["POST"]),
+        Route("/api/sessions/{id}/questions/{requestId}", api.answer, methods=["POST"]),
+        Route("/api/sessions/{id}/agents", api.agents),
+        Route("/api/sessions/{id}/team", api.team),
+        Route("/api/sessions/{id}/messages", api.messages),
+        Route("/api/sessions/{id}/log", api.log),
+        Route("/api/models", api.models),
+        Route("/api/providers", api.add_provider, methods=["POST"]),
+        Route("/api/providers/{providerId}", api.provider, methods=["PUT", "DELETE"]),
+        Route("/api/settings", api.settings, methods=["GET", "PATCH"]),
+        Route("/api/client-errors", api.client_error, methods=["POST"]),
+        Route("/api/events", api.index_stream),
+        *state.panel_routes(),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={ApiError: _api_error, 404: _not_found, 405: _not_allowed, Exception: _internal},
+    )
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    return Guard(app, guard_hosts, state.signer)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return JSONResponse(error_body("not_found", "No such resource."), status_code=404)
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return JSONResponse(error_body("method_not_allowed", "That method is not allowed here."), status_code=405)
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    log.error("request %s %s failed", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(error_body("internal", "The server failed to handle the request."), status_code=500)
+
+
+class Api:
+    """Route handlers over one hub and the server's persistent state."""
+
+    def __init__(self, hub: WebHub, state: WebState) -> None:
+        self.hub = hub
+        self.state = state
+
+    # -- page --------------------------------------------------------------------------------
+
+    async def index(self, request: Request) -> Response:
+        """Token exchange (303 + cookie), the page for a signed-in browser, else the 401 page (S2, S4)."""
+        token = request.query_params.get("token")
+        host = (request.headers.get("host") or "").lower()
+        if token is not None:
+            if not self.state.token_ok(token):
+                return HTMLResponse(UNAUTHORIZED_PAGE, status_code=401, headers={"Cache-Control": "no-store"})
+            response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
+            response.headers["set-cookie"] = self.state.signer.set_cookie(host, request.url.scheme == "https")
+            return response
+        value = request.cookies.get(self.state.signer.name)
+        if value is None or not self.state.signer.valid(value, host):
+            return HTMLResponse(UNAUTHORIZED_PAGE, status_code=401, headers={"Cache-Control": "no-store"})
+        page = self.state.index_html()
+        if page is None:
+            log.error("the page's index.html is missing from the package")
+            raise ApiError(500, "page_missing", "The page files are missing from this installation.")
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    async def favicon(self, request: Request) -> Response:
+        path = self.state.static_file("favicon.ico") or self.state.static_file("icons.svg")
+        if path is None:
+            return Response(status_code=204)
+        return FileResponse(path, media_type=_content_type(path), headers={"Cache-Control": "public, max-age=86400"})
+
+    async def static(self, request: Request) -> Response:
+        """``/static/v<version>/…`` from the package data, immutable; other versions are 404."""
+        rest: str = request.path_params["rest"]
+        prefix, _, name = rest.partition("/")
+        path = self.state.static_file(name) if prefix == f"v{__version__}" else None
+        if path is None:
+            raise not_found("That file")
+        headers = {"Cache-Control": "public, max-age=31536000, immutable"}
+        return FileResponse(path, media_type=_content_type(path), headers=headers)
+
+    # -- info ---------------------------------------------------------------------------------
+
+    async def info(self, request: Request) -> Response:
+        return JSONResponse(self.state.info())
+
+    async def panels(self, request: Request) -> Response:
+        return JSONResponse({"panels": self.state.panels()})
+
+    async def workspaces(self, request: Request) -> Response:
+        if request.method == "POST":
+            body = await read_body(request, WorkspaceBody)
+            workspace = self.state.add_workspace(body.path)
+            self.hub.index_topic.publish("", ("workspace", workspace, None))
+            return JSONResponse({"workspace": workspace}, status_code=201)
+        summaries = await self.hub.list_summaries()
+        return JSONResponse({"workspaces": self.state.workspaces(summaries)})
+
+    async def remove_workspace(self, request: Request) -> Response:
+        await read_body(request, EmptyBody)
+        workspace_id = request.path_params["workspaceId"]
+        self.state.remove_workspace(workspace_id, await self.hub.list_summaries())
+        self.hub.index_topic.publish("", ("workspace-removed", {"workspaceId": workspace_id}, None))
+        return Response(status_code=204)
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    async def sessions(self, request: Request) -> Response:
+        if request.method == "POST":
+            return await self._create(request)
+        params = request.query_params
+        rows = await self.hub.list_summaries()
+        workspace, query = params.get("workspace"), (params.get("q") or "").lower()
+        if workspace:
+            rows = [r for r in rows if workspace in (r["workspaceId"], r["cwd"])]
+        if query:
+            rows = [r for r in rows if query in r["title"].lower()]
+        limit = _int(params.get("limit"), 50, 1, 500)
+        start = _int(params.get("cursor"), 0, 0, len(rows))
+        page: dict[str, Any] = {"sessions": rows[start : start + limit]}
+        if start + limit < len(rows):
+            page["nextCursor"] = str(start + limit)
+        return JSONResponse(page)
+
+    async def _create(self, request: Request) -> Response:
+        body = await read_body(request, CreateBody)
+        if body.prompt is not None:
+            check_prompt(body.prompt)
+        default_preset, default_model = self.state.new_session_defaults()
+        model = body.model.model_dump(exclude_none=True) if body.model is not None else default_model
+        preset = body.permissionPreset or default_preset
+        agent = await self.hub.create_session(self.state.expand(body.cwd), body.agentPreset, preset, model)
+        out: dict[str, Any] = {}
+        if body.prompt is not None:
+            p = body.prompt
+            out = await self.hub.prompt(agent.id, p.text, "queue", p.clientMessageId, p.clientTimeZone)
+            out.pop("queued", None)
+        return JSONResponse({"session": self.hub.summary(agent.session), **out}, status_code=201)
+
+    async def session(self, request: Request) -> Response:
+        sid = request.path_params["id"]
+        session = await self.hub.read(sid)
+        summary = self.hub.summary(session)
+        subagents = self.hub.ctx.get("subagents")
+        if summary.get("parentSessionId") and subagents is not None:
+            summary["name"] = await subagents.full_name(sid)
+        projections = self.hub.projections(session)
+        projections["compaction"] = await self.hub.compaction_budget(session)
+        body = {
+            "session": summary,
+            "header": session.header,
+            "projections": projections,
+            "pending": self.hub.pending(sid),
+            "lastSeq": session.seq,
+        }
+        return JSONResponse(body)
+
+    async def events(self, request: Request) -> Response:
+        """A page of events that starts at a turn boundary: ``?before=&limit=`` or ``?tail=turns:N``."""
+        session = await self.hub.read(request.path_params["id"])
+        events = session.events
+        params = request.query_params
+        tail = params.get("tail")
+        if tail is not None:
+            kind, _, count = tail.partition(":")
+            if kind != "turns" or not count.isdigit():
+                raise ApiError(422, "invalid_tail", 'tail must look like "turns:2".')
+            start = min(_nth_turn(events, int(count)), _boundary(events, len(events) - TAIL_EVENTS))
+            end = len(events)
+        else:
+            end = _int(params.get("before"), len(events), 0, len(events))
+            limit = _int(params.get("limit"), EVENTS_LIMIT, 1, 5000)
+            start = _boundary(events, end - limit) if end > limit else 0
+        page = events[start:end]
+        return JSONResponse(
+            {
+                "events": page,
+                "firstSeq": page[0]["seq"] if page else None,
+                "lastSeq": session.seq,
+                "hasMore": start > 0,
+            }
+        )
+
+    async def stream(self, request: Request) -> Response:
+        """The session stream (§4.3): hello, replay after ``after``/``Last-Event-ID``, then live frames."""
+        sid = request.path_params["id"]
+        after = _after(request)
+        sub, live_events, inflight = self.hub.subscribe(sid)
+        try:
+            events = live_events if live_events is not None else list((await self.hub.read(sid)).events)
+        except BaseException:
+            self.hub.unsubscribe(sid, sub)
+            raise
+        hello = {
+            "sessionId": sid,
+            "lastSeq": events[-1]["seq"] if events else -1,
+            "status": self.hub.status_of(sid),
+            "pending": self.hub.pending(sid),
+        }
+        replay: list[Frame] = [("hello", hello, None)]
+        replay += [("session-event", e, e["seq"]) for e in events if e["seq"] > after]
+        replay += [("assistant-stream", f, None) for f in inflight]
+        team = team_view(self.hub, sid)
+        if team is not None:
+            replay.append(("team", team, None))
+
+        def done() -> None:
+            self.hub.unsubscribe(sid, sub)
+
+        return _sse(_frames(replay, sub, after), done)
+
+    async def index_stream(self, request: Request) -> Response:
+        sub = self.hub.subscribe_index()
+        summaries = await self.hub.list_summaries()
+        hello = {"sessions": summaries, "workspaces": self.state.workspaces(summaries)}
+
+        def done() -> None:
+            self.hub.unsubscribe_index(sub)
+
+        return _sse(_frames([("hello", hello, None)], sub, None), done)
+
+    async def prompt(self, request: Request) -> Response:
+        body = await read_body(request, PromptBody)
+        check_prompt(body)
+        sid = request.path_params["id"]
+        out = await self.hub.prompt(sid, body.text, body.mode, body.clientMessageId, body.clientTimeZone)
+        return JSONResponse(out, status_code=202)
+
+    async def unqueue(self, request: Request) -> Response:
+        await read_body(request, EmptyBody)
+        self.hub.unqueue(request.path_params["id"], request.path_params["messageId"])
+        return Response(status_code=204)
+
+    async def cancel(self, request: Request) -> Response:
+        await read_body(request, EmptyBody)
+        sid = request.path_params["id"]
+        await self.hub.read(sid)
+        self.hub.cancel(sid)
+        return JSONResponse({"accepted": True}, status_code=202)
+
+    async def interrupt(self, request: Request) -> Response:
+        await read_body(request, EmptyBody)
+        await self.hub.interrupt(request.path_params["id"])
+        return JSONResponse({"accepted": True}, status_code=202)
+
+    async def permission(self, request: Request) -> Response:
+        body = await read_body(request, PermissionBody)
+        agent = await self.hub.agent_for(request.path_params["id"])
+        return JSONResponse({"preset": self.hub.set_permission(agent, body.preset)})
+
+    async def model(self, request: Request) -> Response:
+        body = await read_body(request, ModelBody)
+        model = await self.hub.set_model(request.path_params["id"], body.model_dump(exclude_none=True))
+        return JSONResponse({"model": model})
+
+    async def title(self, request: Request) -> Response:
+        body = await read_body(request, TitleBody)
+        return JSONResponse({"title": await self.hub.set_title(request.path_params["id"], body.title)})
+
+    async def decide(self, request: Request) -> Response:
+        body = await read_body(request, DecisionBody)
+        self.hub.decide(request.path_params["id"], request.path_params["approvalId"], body.outcome)
+        return JSONResponse({"outcome": body.outcome})
+
+    async def answer(self, request: Request) -> Response:
+        body = await read_body(request, AnswersBody)
+        if not body.skip and body.answers is None:
+            raise ApiError(422, "invalid_field", 'Send "answers" or "skip": true.')
+        raw = body.model_dump(exclude_none=True)
+        result = self.hub.answer(request.path_params["id"], request.path_params["requestId"], raw)
+        return JSONResponse(result)
+
+    # -- agents, team, log --------------------------------------------------------------------
+
+    async def agents(self, request: Request) -> Response:
+        from pydsh.apps.web.agents import agent_tree
+
+        sid = request.path_params["id"]
+        await self.hub.read(sid)
+        return JSONResponse({"root": await agent_tree(self.hub, sid)})
+
+    async def team(self, request: Request) -> Response:
+        sid = request.path_params["id"]
+        await self.hub.read(sid)
+        if not self.state.teams_composed():
+            raise ApiError(404, "feature_unavailable", "Agent Teams is not composed in this profile.")
+        return JSONResponse(team_view(self.hub, sid) or {"members": [], "tasks": []})
+
+    async def messages(self, request: Request) -> Response:
+        """Outgoing cross-session messages and their delivery state (404 unless agent-message is composed)."""
+        from pydsh.apps.web.messages import delivery
+
+        sid = request.path_params["id"]
+        await self.hub.read(sid)
+        if not self.state.agent_message_composed():
+            raise ApiError(404, "feature_unavailable", "Cross-session messages are not composed in this profile.")
+        return JSONResponse(await delivery(self.hub, sid))
+
+    async def log(self, request: Request) -> Response:
+        """The stored v4 JSONL of a session (or a ZIP of its tree with ``?tree=1``), as an attachment."""
+        sid = request.path_params["id"]
+        await self.hub.read(sid)
+        if request.query_params.get("tree") == "1":
+            data = await self.state.tree_zip(self.hub, sid)
+            name = f"{sid}.sessions.zip"
+            media = "application/zip"
+        else:
+            data = await self.state.log_bytes(self.hub, sid)
+            name = f"{sid}.session.v4.jsonl"
+            media = "application/x-ndjson"
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+        return Response(data, media_type=media, headers=headers)
+
+    # -- models, providers, settings ----------------------------------------------------------
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse(await self.state.models(self.hub))
+
+    async def add_provider(self, request: Request) -> Response:
+        from pydsh.apps.web.state import ProviderBody
+
+        body = await read_body(request, ProviderBody)
+        return JSONResponse({"provider": self.state.save_provider(None, body)}, status_code=201)
+
+    async def provider(self, request: Request) -> Response:
+        from pydsh.apps.web.state import ProviderBody
+
+        provider_id = request.path_params["providerId"]
+        if request.method == "DELETE":
+            await read_body(request, EmptyBody)
+            self.state.delete_provider(provider_id)
+            return Response(status_code=204)
+        body = await read_body(request, ProviderBody)
+        return JSONResponse({"provider": self.state.save_provider(provider_id, body)})
+
+    async def settings(self, request: Request) -> Response:
+        from pydsh.apps.web.state import SettingsPatch
+
+        if request.method == "PATCH":
+            body = await read_body(request, SettingsPatch)
+            return JSONResponse(self.state.patch_settings(body.expectedRevision, body.set))
+        return JSONResponse(self.state.settings())
+
+    async def client_error(self, request: Request) -> Response:
+        body = await read_body(request, ClientErrorBody)
+        self.state.client_error(body.message, body.stack)
+        return Response(status_code=204)
+
+
+class WorkspaceBody(Strict):
+    path: str
+
+
+def _content_type(path: Path) -> str:
+    suffix = path.suffix.lower()
+    return CONTENT_TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+
+
+def _int(raw: str | None, default: int, low: int, high: int) -> int:
+    if raw is None or not raw.lstrip("-").isdigit():
+        return default
+    return max(low, min(high, int(raw)))
+
+
+def _after(request: Request) -> int:
+    raw = request.query_params.get("after") or request.headers.get("last-event-id")
+    return int(raw) if raw is not None and raw.lstrip("-").isdigit() else -1
+
+
+def _boundary(events: list[Any], index: int) -> int:
+    """The nearest ``turn/start`` at or before ``index`` (0 when there is none)."""
+    for i in range(min(index, len(events) - 1), -1, -1):
+        if events[i]["type"] == "turn/start":
+            return i
+    return 0
+
+
+def _nth_turn(events: list[Any], n: int) -> int:
+    """Index of the ``n``-th last ``turn/start`` (0 when there are fewer)."""
+    seen = 0
+    for i in range(len(events) - 1, -1, -1):
+        if events[i]["type"] == "turn/start":
+            seen += 1
+            if seen == n:
+                return i
+    return 0
+
+
+async def _frames(replay: list[Frame], sub: Subscriber, after: int | None) -> AsyncIterator[dict[str, Any]]:
+    """Replay, then live frames; ``session-event`` frames deduplicated by seq (rule 1)."""
+    last = after if after is not None else -1
+    for frame in replay:
+        out = _encode(frame, last)
+        if out is not None:
+            last = last if frame[2] is None else max(last, frame[2])
+            yield out
+    while True:
+        batch = await sub.next_batch(PING_S)
+        if batch is None:
+            if sub.overflowed:
+                yield {"event": "overflow", "data": json.dumps({"lastSentSeq": last})}
+            return
+        for frame in batch:
+            out = _encode(frame, last)
+            if out is not None:
+                last = last if frame[2] is None else max(last, frame[2])
+                yield out
+
+
+def _encode(frame: Frame, last: int) -> dict[str, Any] | None:
+    name, data, seq = frame
+    if seq is not None and seq <= last:
+        return None
+    out: dict[str, Any] = {"event": name, "data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
+    if seq is not None:
+        out["id"] = str(seq)
+    return out
+
+
+def _sse(frames: AsyncIterator[dict[str, Any]], done: Callable[[], None]) -> Response:
+    async def guarded() -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for frame in frames:
+                yield frame
+        finally:
+            done()
+
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return EventSourceResponse(guarded(), ping=PING_S, headers=headers, send_timeout=30)

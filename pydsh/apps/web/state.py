@@ -1,0 +1,604 @@
+"""The web app's own state around the hub: auth, static files, panels, workspaces, settings,
+providers and keys, log files (spec 12 §2, §3.8, §5, §7).
+
+Files under ``$DSH_HOME/web/``: ``secret`` (cookie key), ``settings.json`` (revisioned UI
+preferences), ``known-workspaces.json``. Provider entries and the default route (shared with the
+command line) go to the ``web`` profile's ``patch.yml``; keys to ``$DSH_HOME/credentials.json``
+(0600) and are never read back out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import logging
+import os
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pydsh import __version__
+from pydsh.apps.web.auth import CookieSigner, load_secret, token_matches, web_dir
+from pydsh.apps.web.errors import ApiError, not_found
+from pydsh.apps.web.summary import workspace_id
+from pydsh.kernel.context import Context
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from pydsh.apps.web.hub import WebHub
+
+log = logging.getLogger("pydsh.web")
+
+STATIC = Path(__file__).resolve().parent / "static"
+PERMISSION_PRESETS = ("read-only", "workspace-write", "danger-full-access")
+SETTINGS: dict[str, tuple[Any, Any]] = {
+    # key: (default, allowed values or a type)
+    "general.defaultPermissionPreset": (None, (None, *PERMISSION_PRESETS)),
+    "general.sendWhileBusy": ("queue", ("queue", "steer")),
+    "general.enterSends": (True, bool),
+    "general.collapseWorkDetails": (True, bool),
+    "general.detailLevel": ("normal", ("compact", "normal", "verbose")),
+    "appearance.theme": ("system", ("light", "dark", "system")),
+    "appearance.fontSize": (15, int),
+    "models.defaultProvider": (None, (str, type(None))),
+    "models.defaultModel": (None, (str, type(None))),
+    "models.defaultEffort": (None, (str, type(None))),
+}
+CLIENT_ERRORS_PER_MINUTE = 20
+KEY_ENV = {"deepseek-official": "DEEPSEEK_API_KEY", "openai-compat": "OPENAI_API_KEY"}
+
+
+class PanelConfig(BaseModel):
+    """An optional panel: a client module URL and an optional server part ``module:function``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    url: str
+    server: str | None = None
+
+
+class Config(BaseModel):
+    """``web-app`` row config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    panels: list[PanelConfig] = []
+
+
+class ProviderModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    label: str | None = None
+    contextWindow: int | None = Field(default=None, gt=0)
+    efforts: list[str] = []
+
+
+class ProviderBody(BaseModel):
+    """``POST/PUT /api/providers``: the key is write-only (S8)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["deepseek", "openai-compatible"]
+    id: str | None = None
+    label: str | None = None
+    baseUrl: str | None = None
+    apiKey: str | None = None
+    models: list[ProviderModel] | None = None
+
+
+class SettingsPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    expectedRevision: int
+    set: dict[str, Any]
+
+
+@dataclass
+class Panel:
+    id: str
+    url: str
+    status: str = "ready"
+    reason: str | None = None
+    routes: list[BaseRoute] = field(default_factory=list)
+
+    def view(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "url": self.url, "status": self.status}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def write_json(path: Path, value: Any, mode: int = 0o600) -> None:
+    """Atomic write: a temporary file in the same folder, then rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(value, out, indent=2, ensure_ascii=False)
+            out.write("\n")
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path, default: Any) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return default
+    except (OSError, ValueError):
+        log.warning("ignored unreadable %s", path.name)
+        return default
+
+
+class WebState:
+    """What one server start knows besides the hub."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        home: Path,
+        port: int,
+        token: str,
+        first_workspace: str,
+        profile: str,
+        config: Config,
+        static_dir: Path = STATIC,
+    ) -> None:
+        self.ctx = ctx
+        self.home = home
+        self.dir = web_dir(home)
+        self.token = token
+        self.signer = CookieSigner(load_secret(home), port)
+        self.first_workspace = first_workspace
+        self.profile = profile
+        self.static_dir = static_dir.resolve()
+        self._client_errors: list[float] = []
+        self._panels = self._load_panels(config)
+
+    # -- auth and page --------------------------------------------------------------------------
+
+    def token_ok(self, given: str) -> bool:
+        return token_matches(given, self.token)
+
+    def static_file(self, name: str) -> Path | None:
+        """A file inside the static folder (no traversal, no hidden files), else ``None``."""
+        if not name or any(part.startswith(".") for part in name.split("/")):
+            return None
+        path = (self.static_dir / name).resolve()
+        if not path.is_relative_to(self.static_dir) or not path.is_file():
+            return None
+        return path
+
+    def index_html(self) -> str | None:
+        """``index.html`` with ``{{version}}`` replaced, so static URLs carry the version (P3)."""
+        path = self.static_file("index.html")
+        if path is None:
+            return None
+        return path.read_text(encoding="utf-8").replace("{{version}}", __version__)
+
+    # -- info and panels ------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        permissions = self.ctx.get("permissions")
+        values = self.settings()["values"]
+        default_model = self.ctx.get("agent_default_model")
+        route = dict(default_model.current_selection()) if default_model is not None else {}
+        defaults: dict[str, Any] = {
+            "permissionPreset": values["general.defaultPermissionPreset"]
+            or (permissions.default_preset if permissions is not None else "workspace-write"),
+            "provider": values["models.defaultProvider"] or route.get("provider", ""),
+            "model": values["models.defaultModel"] or route.get("model", ""),
+        }
+        if values["models.defaultEffort"]:
+            defaults["effort"] = values["models.defaultEffort"]
+        return {
+            "version": __version__,
+            "profile": self.profile,
+            "dshHome": str(self.home),
+            "defaults": defaults,
+            "features": {
+                "teams": self.teams_composed(),
+                "agentMessage": self.agent_message_composed(),
+                "directoryBrowser": False,
+            },
+            "unavailablePlugins": self.unavailable_plugins(),
+        }
+
+    def unavailable_plugins(self) -> list[dict[str, str]]:
+        """Rows of the composition that failed to load, for Settings → About (D4)."""
+        loader = self.ctx.runtime.loader
+        return [
+            {"id": f.row_id, "plugin": f.plugin_name, "reason": _first_line(f.error)}
+            for f in loader.failures
+            if f.error is not None
+        ]
+
+    def teams_composed(self) -> bool:
+        return self.ctx.get("agent_teams") is not None
+
+    def agent_message_composed(self) -> bool:
+        """Whether the ``agent-message`` plugin (09) registered its global ``send_agent_message`` tool."""
+        tools = self.ctx.get("tools")
+        return tools is not None and tools.lookup(None, "send_agent_message") is not None
+
+    def _load_panels(self, config: Config) -> list[Panel]:
+        """Built-in optional panels when their feature is composed, then configured ones (D2)."""
+        version = f"/static/v{__version__}"
+        panels: list[Panel] = []
+        if self.teams_composed():
+            panels.append(Panel("team", f"{version}/team.js"))
+        if self.agent_message_composed():
+            panels.append(Panel("messages", f"{version}/messages.js"))
+        for spec in config.panels:
+            panels.append(self._mount(spec))
+        return panels
+
+    def _mount(self, spec: PanelConfig) -> Panel:
+        panel = Panel(spec.id, spec.url)
+        if spec.server is None:
+            return panel
+        module_name, _, attr = spec.server.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr or "routes")
+            routes = list(factory(self.ctx))
+        except Exception as exc:
+            log.warning("web panel %s is unavailable", spec.id, exc_info=True)
+            panel.status = "unavailable"
+            panel.reason = _one_line(exc)
+            return panel
+        from starlette.routing import Mount
+
+        panel.routes = [Mount(f"/api/panels/{spec.id}", routes=routes)]
+        return panel
+
+    def panels(self) -> list[dict[str, Any]]:
+        return [p.view() for p in self._panels]
+
+    def panel_routes(self) -> list[BaseRoute]:
+        return [route for p in self._panels for route in p.routes]
+
+    # -- workspaces -----------------------------------------------------------------------------
+
+    @property
+    def _workspaces_file(self) -> Path:
+        return self.dir / "known-workspaces.json"
+
+    def _known(self) -> dict[str, list[str]]:
+        raw = read_json(self._workspaces_file, {})
+        added = [p for p in raw.get("added", []) if isinstance(p, str)] if isinstance(raw, dict) else []
+        hidden = [p for p in raw.get("hidden", []) if isinstance(p, str)] if isinstance(raw, dict) else []
+        return {"added": added, "hidden": hidden}
+
+    def expand(self, path: str) -> str:
+        return os.path.abspath(os.path.expanduser(path))
+
+    def workspaces(self, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``--cwd`` first, then session folders newest first, then added ones; removed ones hidden."""
+        known = self._known()
+        counts: dict[str, int] = {}
+        for row in summaries:
+            counts[row["cwd"]] = counts.get(row["cwd"], 0) + 1
+        paths = [self.first_workspace, *counts, *known["added"]]
+        hidden = set(known["hidden"]) - {self.first_workspace}
+        return [_workspace(p, counts.get(p, 0)) for p in dict.fromkeys(paths) if p and p not in hidden]
+
+    def add_workspace(self, raw: str) -> dict[str, Any]:
+        path = self.expand(raw)
+        if not os.path.isdir(path):
+            raise ApiError(422, "not_a_directory", f"{raw} is not an existing directory.")
+        known = self._known()
+        if path not in known["added"]:
+            known["added"].append(path)
+        known["hidden"] = [p for p in known["hidden"] if p != path]
+        write_json(self._workspaces_file, known)
+        return _workspace(path, 0)
+
+    def remove_workspace(self, wid: str, summaries: list[dict[str, Any]]) -> None:
+        """Forget a workspace (files untouched): drop it from the added list and hide its sessions' folder."""
+        known = self._known()
+        listed = {w["workspaceId"]: w["path"] for w in self.workspaces(summaries)}
+        path = listed.get(wid)
+        if path is None:
+            raise not_found("That workspace")
+        known["added"] = [p for p in known["added"] if p != path]
+        if path not in known["hidden"]:
+            known["hidden"].append(path)
+        write_json(self._workspaces_file, known)
+
+    # -- settings -------------------------------------------------------------------------------
+
+    @property
+    def _settings_file(self) -> Path:
+        return self.dir / "settings.json"
+
+    def settings(self) -> dict[str, Any]:
+        raw = read_json(self._settings_file, {})
+        stored = raw.get("values", {}) if isinstance(raw, dict) else {}
+        values = {key: default for key, (default, _) in SETTINGS.items()}
+        for key, value in stored.items():
+            if key in SETTINGS and _allowed(key, value):
+                values[key] = value
+        revision = raw.get("revision", 0) if isinstance(raw, dict) else 0
+        return {"revision": revision if isinstance(revision, int) else 0, "values": values}
+
+    def patch_settings(self, expected: int, changes: dict[str, Any]) -> dict[str, Any]:
+        """Apply ``changes`` if ``expected`` is the current revision (409 otherwise; 422 for a bad key)."""
+        current = self.settings()
+        if expected != current["revision"]:
+            raise ApiError(409, "stale_revision", "Settings changed meanwhile; reload them and try again.")
+        for key, value in changes.items():
+            if key not in SETTINGS:
+                raise ApiError(422, "unknown_setting", f'Unknown setting "{key}".')
+            if not _allowed(key, value):
+                raise ApiError(422, "invalid_setting", f'Setting "{key}" cannot be {json.dumps(value)}.')
+        values = {**current["values"], **changes}
+        out = {"revision": current["revision"] + 1, "values": values}
+        write_json(self._settings_file, out)
+        if {"models.defaultProvider", "models.defaultModel"} & set(changes) and values["models.defaultModel"]:
+            route = {"provider": values["models.defaultProvider"], "model": values["models.defaultModel"]}
+            self._patch_row("agent-default-model", lambda config: {**config, **route})
+        return out
+
+    # -- providers and keys ---------------------------------------------------------------------
+
+    def key_source(self, provider: str, env: str | None = None) -> str | None:
+        """``env`` or ``credentials`` when a key is configured (the key itself never leaves)."""
+        env = env or KEY_ENV.get(provider)
+        if env and os.environ.get(env, "").strip():
+            return "env"
+        stored = read_json(self.home / "credentials.json", {})
+        if isinstance(stored, dict) and isinstance(stored.get(provider), str) and stored[provider].strip():
+            return "credentials"
+        return None
+
+    async def models(self, hub: WebHub) -> dict[str, Any]:
+        """Configured routes with their models and efforts (F26, F41)."""
+        llm = self.ctx.require("llm")
+        providers = []
+        for info in llm.list_providers():
+            pid = info["id"]
+            try:
+                catalog = await llm.list_models(pid)
+            except Exception:
+                log.warning("listing the models of %s failed", pid, exc_info=True)
+                catalog = []
+            keyless, env = _key_env(llm.adapter_for(pid), pid)
+            source = self.key_source(pid, env)
+            entry: dict[str, Any] = {
+                "id": pid,
+                "label": info.get("name") or pid,
+                "kind": "deepseek" if pid == "deepseek-official" else "openai-compatible",
+                "configured": source is not None or keyless,
+            }
+            if source is not None:
+                entry["keySource"] = source
+            entry["models"] = [_model_view(m) for m in catalog]
+            providers.append(entry)
+        return {"providers": providers, "defaults": self.info()["defaults"]}
+
+    def save_provider(self, provider_id: str | None, body: ProviderBody) -> dict[str, Any]:
+        """Store the key (0600 credentials file) and the route entry (the ``web`` profile's patch).
+
+        Route changes take effect at the next start; a key takes effect with the next request.
+        """
+        pid = provider_id or body.id or ("deepseek-official" if body.kind == "deepseek" else None)
+        if not pid:
+            raise ApiError(422, "invalid_field", 'Field "id" is required for an OpenAI-compatible provider.')
+        if body.apiKey is not None:
+            self._store_key(pid, body.apiKey)
+        if body.kind == "openai-compatible":
+            if not body.baseUrl:
+                raise ApiError(422, "invalid_field", 'Field "baseUrl" is required for an OpenAI-compatible provider.')
+            entry: dict[str, Any] = {"id": pid, "baseURL": body.baseUrl}
+            if body.label:
+                entry["name"] = body.label
+            if body.models:
+                entry["models"] = [_model_entry(m) for m in body.models]
+                efforts = list(dict.fromkeys(e for m in body.models for e in m.efforts))
+                if efforts:
+                    entry["reasoning"] = {"efforts": efforts}
+            self._patch_providers(lambda rows: [*(r for r in rows if r.get("id") != pid), entry])
+        view: dict[str, Any] = {"id": pid, "kind": body.kind, "label": body.label or pid}
+        source = self.key_source(pid)
+        view["configured"] = source is not None
+        if source is not None:
+            view["keySource"] = source
+        return view
+
+    def delete_provider(self, provider_id: str) -> None:
+        self._store_key(provider_id, None)
+        self._patch_providers(lambda rows: [r for r in rows if r.get("id") != provider_id])
+
+    def _store_key(self, provider: str, key: str | None) -> None:
+        path = self.home / "credentials.json"
+        stored = read_json(path, {})
+        stored = stored if isinstance(stored, dict) else {}
+        if key is None or not key.strip():
+            stored.pop(provider, None)
+        else:
+            stored[provider] = key.strip()
+        write_json(path, stored)
+
+    def _patch_providers(self, change: Any) -> None:
+        """Rewrite the provider list of the ``llm-openai-compat`` op in the profile's ``patch.yml``."""
+
+        def edit(config: dict[str, Any]) -> dict[str, Any]:
+            return {**config, "providers": change(list(config.get("providers") or []))}
+
+        self._patch_row("llm-openai-compat", edit)
+
+    def _patch_row(self, row_id: str, edit: Any) -> None:
+        """Rewrite the config of ``row_id``'s op in the profile's ``patch.yml`` (other ops kept; atomic)."""
+        import yaml
+
+        from pydsh.kernel.profiles import profile_dir
+
+        path = profile_dir(self.profile) / "patch.yml"
+        try:
+            ops = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        except FileNotFoundError:
+            ops = []
+        if not isinstance(ops, list):
+            raise ApiError(409, "patch_unreadable", "The profile's patch.yml is not a list of operations.")
+        op = next((o for o in ops if isinstance(o, dict) and o.get("id") == row_id and "config" in o), None)
+        if op is None:
+            op = {"id": row_id, "config": {}}
+            ops.append(op)
+        op["config"] = edit(dict(op.get("config") or {}))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".patch.yml.")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            yaml.safe_dump(ops, out, sort_keys=False)
+        os.replace(tmp, path)
+
+    def new_session_defaults(self) -> tuple[str | None, dict[str, Any] | None]:
+        """The permission preset and route a new session starts with when the page sends none (F9)."""
+        values = self.settings()["values"]
+        model = None
+        if values["models.defaultProvider"] and values["models.defaultModel"]:
+            model = {"provider": values["models.defaultProvider"], "model": values["models.defaultModel"]}
+            if values["models.defaultEffort"]:
+                model["effort"] = values["models.defaultEffort"]
+        return values["general.defaultPermissionPreset"], model
+
+    # -- logs and client errors -----------------------------------------------------------------
+
+    async def log_bytes(self, hub: WebHub, session_id: str) -> bytes:
+        """The stored log, decompressed; a session never stored is serialised from memory."""
+        live = hub.store.get(session_id)
+        if live is not None:
+            await hub.store.flush(live)
+        persistence = self.ctx.get("session_persistence")
+        find = getattr(persistence, "find", None)
+        directory = await _thread(find, session_id) if find is not None else None
+        if directory is not None:
+            data: bytes | None = await _thread(_read_log, directory)
+            if data is not None:
+                return data
+        session = await hub.read(session_id)
+        lines = [json.dumps(session.header, ensure_ascii=False)]
+        lines += [json.dumps(e, ensure_ascii=False) for e in session.events]
+        return ("\n".join(lines) + "\n").encode()
+
+    async def tree_zip(self, hub: WebHub, root_id: str) -> bytes:
+        """A ZIP of the session's log and every descendant's (F40)."""
+        from pydsh.apps.web.agents import agent_tree
+
+        tree = await agent_tree(hub, root_id)
+        ids: list[str] = []
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            ids.append(node["sessionId"])
+            stack.extend(node.get("children", []))
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for sid in ids:
+                try:
+                    archive.writestr(f"{sid}.session.v4.jsonl", await self.log_bytes(hub, sid))
+                except ApiError:
+                    continue
+        return buffer.getvalue()
+
+    def client_error(self, message: str, stack: str | None) -> None:
+        """Log a page error (at most 20 a minute; more are counted out silently)."""
+        now = time.monotonic()
+        self._client_errors = [t for t in self._client_errors if now - t < 60]
+        if len(self._client_errors) >= CLIENT_ERRORS_PER_MINUTE:
+            return
+        self._client_errors.append(now)
+        log.warning("page error: %s%s", message[:500], f"\n{stack[:4000]}" if stack else "")
+
+
+def _workspace(path: str, count: int) -> dict[str, Any]:
+    return {
+        "workspaceId": workspace_id(path),
+        "path": path,
+        "name": os.path.basename(path.rstrip("/")) or path,
+        "sessionCount": count,
+    }
+
+
+def _allowed(key: str, value: Any) -> bool:
+    _default, rule = SETTINGS[key]
+    if rule is bool:
+        return isinstance(value, bool)
+    if rule is int:
+        return isinstance(value, int) and not isinstance(value, bool) and 10 <= value <= 24
+    if isinstance(rule, tuple) and all(isinstance(r, type) for r in rule):
+        return isinstance(value, rule)
+    return value in rule
+
+
+def _key_env(adapter: Any, provider: str) -> tuple[bool, str | None]:
+    """``(works without a key, the key's environment variable)`` of a route, from its adapter's config."""
+    routes = getattr(adapter, "providers", None)
+    if isinstance(routes, dict) and provider in routes:
+        env = getattr(routes[provider], "apiKeyEnv", None)
+        return env is None, env
+    config = getattr(adapter, "config", None)
+    env = getattr(config, "apiKeyEnv", None)
+    if isinstance(env, str):
+        return False, env
+    return True, None
+
+
+def _model_view(info: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": info["id"], "label": info.get("name") or info["id"]}
+    window = (info.get("context") or {}).get("contextWindow")
+    if window:
+        out["contextWindow"] = window
+    efforts = (info.get("reasoning") or {}).get("efforts") or []
+    out["efforts"] = [e["id"] if isinstance(e, dict) else str(e) for e in efforts]
+    return out
+
+
+def _model_entry(model: ProviderModel) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": model.id}
+    if model.label:
+        entry["name"] = model.label
+    if model.contextWindow:
+        entry["contextWindow"] = model.contextWindow
+    return entry
+
+
+def _one_line(exc: BaseException) -> str:
+    """The user-facing reason: one sentence, no path or stack (those go to the server log, D4)."""
+    return f"its server part failed to load ({type(exc).__name__})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _read_log(directory: Path) -> bytes | None:
+    plain, packed = directory / "session.v4.jsonl", directory / "session.v4.jsonl.zstd"
+    if plain.is_file():
+        return plain.read_bytes()
+    if packed.is_file():
+        import zstandard
+
+        with packed.open("rb") as fh:
+            reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
+            return bytes(reader.read())
+    return None
+
+
+async def _thread(fn: Any, *args: Any) -> Any:
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args)

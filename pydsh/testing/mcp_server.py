@@ -1,0 +1,241 @@
+"""A small real MCP server built with the ``mcp`` package, for tests and benchmarks of the MCP client.
+
+Run as ``python -m pydsh.testing.mcp_server [options]``: stdio by default, or streamable HTTP on a
+loopback port with ``--http`` (the first stdout line is then ``PORT <n>``). Its tools exercise what a
+client must survive: mixed content, ``isError``, a hang, a crash, an invalid result (sent through a
+middleware that short-circuits the result), a tool list that changes (also mid-call), duplicate
+listings and paging. Files named by options steer a running server from the test (fail at start, fail
+the next listing), since a stdio server shares nothing else with its test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import os
+import socket
+import subprocess
+import sys
+from typing import Any
+
+BASE_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "echo",
+        "description": "Echo the text back.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+    {"name": "mixed", "description": "Every content type at once.", "inputSchema": {"type": "object"}},
+    {"name": "fail", "description": "A tool-level error.", "inputSchema": {"type": "object"}},
+    {"name": "empty", "description": "No content at all.", "inputSchema": {"type": "object"}},
+    {"name": "hang", "description": "Never answers.", "inputSchema": {"type": "object"}},
+    {"name": "crash", "description": "Exits the server mid-call.", "inputSchema": {"type": "object"}},
+    {"name": "lie", "description": "Answers with an invalid result.", "inputSchema": {"type": "object"}},
+    {"name": "pid", "description": "The server's process id.", "inputSchema": {"type": "object"}},
+    {
+        "name": "env",
+        "description": "One environment variable of the server.",
+        "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    },
+    {
+        "name": "toggle",
+        "description": "Add or remove the tool `extra` and announce it.",
+        "inputSchema": {"type": "object"},
+    },
+    {"name": "vanish", "description": "Removes itself, announces it, then answers.", "inputSchema": {"type": "object"}},
+    {"name": "read.file", "description": "A name with a dot.", "inputSchema": {"type": "object"}},
+    {
+        "name": "noise",
+        "description": "Prints a line that is not JSON-RPC.",
+        "inputSchema": {"type": "object"},
+    },
+    {
+        "name": "structured",
+        "description": "Structured content beside the text.",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    },
+    {
+        "name": "tasked",
+        "description": "Needs task-based execution.",
+        "inputSchema": {"type": "object"},
+        "execution": {"taskSupport": "required"},
+    },
+]
+EXTRA = {"name": "extra", "description": "Present after toggle.", "inputSchema": {"type": "object"}}
+WIRE = 1
+"""The stdout descriptor the protocol is written to."""
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m pydsh.testing.mcp_server")
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1")
+    parser.add_argument("--instructions", default=None)
+    parser.add_argument("--instructions-bytes", type=int, default=0, help="instructions of this many bytes")
+    parser.add_argument("--no-tools", action="store_true", help="no tools capability")
+    parser.add_argument("--duplicate", action="store_true", help="list `echo` twice")
+    parser.add_argument("--page-size", type=int, default=0, help="page the tool list")
+    parser.add_argument("--fail-if-exists", default=None, help="exit 3 at start when this file exists")
+    parser.add_argument("--fail-list-if-exists", default=None, help="fail tools/list while this file exists")
+    parser.add_argument("--orphan-pidfile", default=None, help="leave a process holding stderr; write its pid here")
+    return parser.parse_args(argv)
+
+
+class Behaviour:
+    """The server's mutable state and its handlers."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.tools = [dict(t) for t in BASE_TOOLS]
+        self.listed = asyncio.Event()
+        if args.duplicate:
+            self.tools.append(dict(BASE_TOOLS[0]))
+
+    async def announce(self, session: Any) -> None:
+        """Send ``list_changed`` and answer only once the client listed again (or 5 s passed)."""
+        self.listed.clear()
+        await session.send_tool_list_changed()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.listed.wait(), 5)
+
+    def listing(self, cursor: str | None) -> dict[str, Any]:
+        self.listed.set()
+        fail = self.args.fail_list_if_exists
+        if fail and os.path.exists(fail):
+            raise RuntimeError("tool listing refused")
+        size = self.args.page_size or len(self.tools)
+        start = int(cursor or 0)
+        page: dict[str, Any] = {"tools": self.tools[start : start + size]}
+        if start + size < len(self.tools):
+            page["nextCursor"] = str(start + size)
+        return page
+
+    async def call(self, name: str, arguments: dict[str, Any], session: Any) -> Any:
+        import mcp_types as types
+        from mcp import MCPError
+
+        if name != "vanish" and all(t["name"] != name for t in self.tools):
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {name}")
+        if name == "echo":
+            return _text(str(arguments.get("text")))
+        if name == "mixed":
+            return {
+                "content": [
+                    {"type": "text", "text": "one"},
+                    {"type": "text", "text": "two"},
+                    {"type": "resource_link", "name": "notes", "uri": "file:///tmp/notes.txt"},
+                    {"type": "image", "data": PNG_1PX, "mimeType": "image/png"},
+                    {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+                    {"type": "resource", "resource": {"uri": "file:///x", "text": "inner"}},
+                ]
+            }
+        if name == "fail":
+            return {"content": [{"type": "text", "text": "the widget is broken"}], "isError": True}
+        if name == "empty":
+            return {"content": []}
+        if name == "hang":
+            await asyncio.Event().wait()
+        if name == "crash":
+            os._exit(7)
+        if name == "noise":
+            os.write(WIRE, b"this is not JSON-RPC\n")
+            return _text("noisy")
+        if name == "pid":
+            return _text(str(os.getpid()))
+        if name == "env":
+            return _text(os.environ.get(str(arguments.get("name")), "<unset>"))
+        if name == "toggle":
+            present = any(t["name"] == "extra" for t in self.tools)
+            self.tools = [t for t in self.tools if t["name"] != "extra"] if present else [*self.tools, EXTRA]
+            await self.announce(session)
+            return _text("removed extra" if present else "added extra")
+        if name == "vanish":
+            self.tools = [t for t in self.tools if t["name"] != "vanish"]
+            await self.announce(session)
+            return _text("gone")
+        if name == "structured":
+            return {"content": [{"type": "text", "text": "n is 3"}], "structuredContent": {"n": 3}}
+        return _text(f"{name} ok")
+
+
+def _text(value: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": value}]}
+
+
+def build(args: argparse.Namespace) -> Any:
+    """The lowlevel ``Server`` with this script's behaviour."""
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
+
+    behaviour = Behaviour(args)
+    instructions = args.instructions
+    if args.instructions_bytes:
+        instructions = "i" * args.instructions_bytes
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        cursor = params.cursor if params is not None else None
+        return types.ListToolsResult.model_validate(behaviour.listing(cursor))
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        return await behaviour.call(params.name, params.arguments or {}, ctx.session)
+
+    async def lie(ctx: Any, call_next: Any) -> Any:
+        params = ctx.params or {}
+        if ctx.method == "tools/call" and params.get("name") == "lie":
+            return {"content": "not a list", "isError": "sometimes"}
+        return await call_next(ctx)
+
+    handlers: dict[str, Any] = {} if args.no_tools else {"on_list_tools": list_tools, "on_call_tool": call_tool}
+    server = Server("pydsh-test-server", version="1.0", instructions=instructions, **handlers)
+    server.middleware.insert(0, lie)
+    return server
+
+
+async def serve_stdio(server: Any) -> None:
+    """Serve on stdout (kept as ``WIRE``, so ``noise`` can write past the protocol layer)."""
+    import anyio
+    from mcp.server.lowlevel.server import NotificationOptions
+    from mcp.server.stdio import stdio_server
+
+    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+    wire = io.TextIOWrapper(os.fdopen(WIRE, "wb", closefd=False), encoding="utf-8")
+    async with stdio_server(stdout=anyio.wrap_file(wire)) as (read, write):
+        await server.run(read, write, options)
+
+
+async def serve_http(server: Any) -> None:
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    app = server.streamable_http_app()
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.fail_if_exists and os.path.exists(args.fail_if_exists):
+        print("refusing to start", file=sys.stderr)
+        return 3
+    print(f"test server {os.getpid()} starting", file=sys.stderr, flush=True)
+    if args.orphan_pidfile:
+        orphan = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        with open(args.orphan_pidfile, "w") as f:
+            f.write(str(orphan.pid))
+    server = build(args)
+    asyncio.run(serve_http(server) if args.http else serve_stdio(server))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""A test plugin: the ``add_route`` tool registers a model route ``late`` while a session runs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydsh.kernel.context import Context
+from pydsh.llm.types import ModelInfo, ProviderInfo, StreamChunk
+from pydsh.tools.registry import ToolDefinition, ToolExec
+
+name = "late-route"
+inject = ("tools", "llm")
+
+
+class LateAdapter:
+    """A catalog-only route (never streamed in the tests that use it)."""
+
+    def provider_info(self, provider: str) -> ProviderInfo:
+        return {"id": provider, "name": "Late"}
+
+    async def list_models(self, provider: str) -> list[ModelInfo]:
+        return [{"provider": provider, "id": "late-1", "name": "Late One"}]
+
+    def stream(self, options: dict[str, Any]) -> AsyncIterator[StreamChunk]:
+        raise NotImplementedError("the late route only has a catalog")
+
+
+def apply(ctx: Context, config: None) -> None:
+    async def add_route(args: Any, exec: ToolExec) -> str:
+        ctx.require("llm").register_adapter(ctx, ["late"], LateAdapter())
+        return "added"
+
+    schema = {"type": "object", "properties": {}}
+    ctx.require("tools").register(ctx, ToolDefinition("add_route", "Adds a model route.", schema, add_route))

@@ -1,0 +1,199 @@
+"""Bad input gets its status code and one line of JSON; the server keeps serving and no log is damaged."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from typing import Any
+
+import httpx
+import pytest
+
+from pydsh.agent.agent import user_message
+from pydsh.agent.presets import preset_setup
+from pydsh.agent.registry import CreateAgentOptions
+from tests.apps.web.conftest import JSON, Web
+
+
+def one_line_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    assert "\n" not in body["error"]["message"] and body["error"]["message"].endswith(".")
+    if code is not None:
+        assert body["error"]["code"] == code
+    return dict(body["error"])
+
+
+async def stored_log_is_sound(web: Web, session_id: str) -> None:
+    """Every line of the stored log parses and the log reads back validated."""
+    await web.host.ctx.require("sessions").flush(web.host.ctx.require("sessions").get(session_id))
+    path = web.host.ctx.require("session_persistence").find(session_id) / "session.v4.jsonl"
+    lines = path.read_text().splitlines()
+    assert all(json.loads(line) for line in lines)
+    read = await web.host.ctx.require("session_query").read_session(session_id)
+    assert len(read["events"]) == len(lines) - 1
+
+
+async def test_oversize_bodies_are_413(web: Web) -> None:
+    sid = (await web.new_session("first"))["session"]["sessionId"]
+    await web.idle(sid)
+    huge = json.dumps({"text": "x" * (2 * 1024 * 1024 + 10)})
+    one_line_error(
+        await web.client.post(f"/api/sessions/{sid}/prompt", content=huge, headers=JSON), 413, "body_too_large"
+    )
+
+    async def chunks() -> Any:
+        for _ in range(3):
+            yield b" " * (1024 * 1024)
+        yield b'{"text": "hi"}'
+
+    streamed = await web.client.post(f"/api/sessions/{sid}/prompt", content=chunks(), headers=JSON)
+    one_line_error(streamed, 413, "body_too_large")
+    big_prompt = {"text": "y" * (1024 * 1024 + 1), "mode": "queue"}
+    one_line_error(await web.post(f"/api/sessions/{sid}/prompt", big_prompt), 413, "prompt_too_large")
+    one_line_error(
+        await web.post("/api/sessions", {"cwd": str(web.workspace), "prompt": {"text": big_prompt["text"]}}), 413
+    )
+    assert (await web.post(f"/api/sessions/{sid}/prompt", {"text": "still fine"})).status_code == 202
+    await web.idle(sid)
+    await stored_log_is_sound(web, sid)
+    events = web.host.ctx.require("sessions").get(sid).events
+    assert [
+        e["data"]["content"][0]["text"]
+        for e in events
+        if e["type"] == "user/message" and e["data"]["source"]["kind"] == "user"
+    ] == ["first", "still fine"]
+
+
+async def test_unknown_fields_are_422_naming_the_field(web: Web) -> None:
+    error = one_line_error(
+        await web.post("/api/sessions", {"cwd": str(web.workspace), "colour": "red"}), 422, "unknown_field"
+    )
+    assert '"colour"' in error["message"]
+    nested = await web.post("/api/sessions", {"cwd": str(web.workspace), "prompt": {"text": "hi", "extra": 1}})
+    assert "prompt.extra" in one_line_error(nested, 422, "unknown_field")["message"]
+    assert '"cwd"' in one_line_error(await web.post("/api/sessions", {}), 422, "invalid_field")["message"]
+    one_line_error(await web.client.post("/api/sessions", content=b"{not json", headers=JSON), 400, "bad_json")
+    one_line_error(await web.client.post("/api/sessions", content=b"[1]", headers=JSON), 422, "invalid_body")
+    assert (await web.client.get("/api/sessions")).json()["sessions"] == []
+
+
+async def test_bad_prompts_are_refused_before_anything_is_queued(web: Web) -> None:
+    sid = (await web.new_session())["session"]["sessionId"]
+    before = len(web.host.ctx.require("sessions").get(sid).events)
+    one_line_error(
+        await web.post(f"/api/sessions/{sid}/prompt", {"text": "hi", "clientTimeZone": "Mars/Olympus"}),
+        422,
+        "invalid_time_zone",
+    )
+    one_line_error(await web.post(f"/api/sessions/{sid}/prompt", {"text": "   "}), 422, "empty_prompt")
+    one_line_error(await web.post(f"/api/sessions/{sid}/prompt", {"text": "hi", "mode": "shout"}), 422, "invalid_field")
+    one_line_error(await web.post("/api/sessions/no-such-session/prompt", {"text": "hi"}), 404, "not_found")
+    one_line_error(await web.post("/api/sessions", {"cwd": str(web.workspace / "missing")}), 422, "not_a_directory")
+    assert len(web.host.ctx.require("sessions").get(sid).events) == before
+
+
+async def test_a_prompt_to_a_member_session_is_409(web: Web) -> None:
+    lead = (await web.new_session("lead work"))["session"]["sessionId"]
+    await web.idle(lead)
+    ctx = web.host.ctx
+    handle = await ctx.require("agents").create(
+        CreateAgentOptions(cwd=str(web.workspace), parent_session=lead, origin="subagent", setup=preset_setup(ctx))
+    )
+    try:
+        member = handle.agent.id
+        one_line_error(await web.post(f"/api/sessions/{member}/prompt", {"text": "hi"}), 409, "member_session")
+        assert not any(e["type"] == "user/message" for e in handle.agent.session.events)
+        assert (await web.post(f"/api/sessions/{member}/interrupt", {})).status_code == 202
+        one_line_error(await web.post(f"/api/sessions/{lead}/interrupt", {}), 409, "not_a_member")
+        listed = [s["sessionId"] for s in (await web.client.get("/api/sessions")).json()["sessions"]]
+        assert listed == [lead]
+    finally:
+        await handle.dispose()
+
+
+async def test_a_prompt_to_a_session_owned_by_another_process_is_409(web: Web) -> None:
+    sid = (await web.new_session("mine"))["session"]["sessionId"]
+    await web.idle(sid)
+    await web.server.hub.handles.pop(sid).dispose()
+    lock = web.host.ctx.require("session_persistence").find(sid) / "session.lock"
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        one_line_error(
+            await web.post(f"/api/sessions/{sid}/prompt", {"text": "steal it"}), 409, "session_owned_elsewhere"
+        )
+        row = (await web.client.get("/api/sessions")).json()["sessions"][0]
+        assert row["sessionId"] == sid and row["status"] == "offline"
+    finally:
+        os.close(fd)
+    accepted = await web.post(f"/api/sessions/{sid}/prompt", {"text": "now it is free"})
+    assert accepted.status_code == 202
+    await web.idle(sid)
+    await stored_log_is_sound(web, sid)
+    texts = [
+        json.dumps(e["data"]) for e in web.host.ctx.require("sessions").get(sid).events if e["type"] == "user/message"
+    ]
+    assert not any("steal it" in t for t in texts)
+
+
+async def test_wrong_token_foreign_host_and_origin_leave_the_server_serving(web: Web) -> None:
+    sid = (await web.new_session("keep going"))["session"]["sessionId"]
+    await web.idle(sid)
+    async with httpx.AsyncClient(base_url=web.server.base) as stranger:
+        one_line_error(
+            await stranger.post(f"/api/sessions/{sid}/prompt", content='{"text":"x"}', headers=JSON),
+            401,
+            "unauthorized",
+        )
+    one_line_error(
+        await web.post(f"/api/sessions/{sid}/prompt", {"text": "x"}, headers={**JSON, "Host": "evil.example"}), 421
+    )
+    one_line_error(
+        await web.post(f"/api/sessions/{sid}/prompt", {"text": "x"}, headers={**JSON, "Origin": "http://evil.example"}),
+        403,
+        "bad_origin",
+    )
+    assert (await web.post(f"/api/sessions/{sid}/prompt", {"text": "fine"})).status_code == 202
+    await web.idle(sid)
+    await stored_log_is_sound(web, sid)
+
+
+@pytest.mark.parametrize("path", ["/api/nope", "/api/sessions/x/nothing"])
+async def test_unknown_routes_are_json_404(web: Web, path: str) -> None:
+    one_line_error(await web.client.get(path), 404, "not_found")
+
+
+async def test_wrong_method_is_json_405(web: Web) -> None:
+    one_line_error(await web.client.request("DELETE", "/api/info", headers=JSON), 405, "method_not_allowed")
+
+
+async def test_unknown_presets_are_422_and_nothing_is_created(web: Web) -> None:
+    cwd = str(web.workspace)
+    one_line_error(await web.post("/api/sessions", {"cwd": cwd, "agentPreset": "wizard"}), 422, "unknown_agent_preset")
+    one_line_error(await web.post("/api/sessions", {"cwd": cwd, "permissionPreset": "root"}), 422, "unknown_preset")
+    assert (await web.client.get("/api/sessions")).json()["sessions"] == []
+    minimal = await web.post("/api/sessions", {"cwd": cwd, "agentPreset": "minimal", "permissionPreset": "read-only"})
+    assert minimal.status_code == 201
+    assert minimal.json()["session"]["agentPreset"] == "minimal"
+    assert minimal.json()["session"]["permissionPreset"] == "read-only"
+
+
+@pytest.mark.parametrize("script", [[[{"text": "lead"}], [{"text": "member"}]]])
+async def test_a_stored_member_session_is_not_resumed_by_the_page(web: Web) -> None:
+    lead = (await web.new_session("lead"))["session"]["sessionId"]
+    await web.idle(lead)
+    ctx = web.host.ctx
+    handle = await ctx.require("agents").create(
+        CreateAgentOptions(cwd=str(web.workspace), parent_session=lead, origin="subagent", setup=preset_setup(ctx))
+    )
+    member = handle.agent.id
+    handle.agent.followup(user_message("work"))
+    await handle.agent.when_idle()
+    await handle.dispose()
+    one_line_error(await web.put(f"/api/sessions/{member}/permission", {"preset": "read-only"}), 409, "member_session")
+    assert ctx.require("agents").get(member) is None
+    assert (await web.client.get(f"/api/sessions/{member}")).json()["session"]["status"] == "offline"

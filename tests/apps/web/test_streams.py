@@ -1,0 +1,118 @@
+"""Stream rules of spec 12 §4.3: in-flight replay, projections, the index stream, bounded queues."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from pydsh.apps.web.api import _frames
+from pydsh.apps.web.fanout import Subscriber
+from tests.apps.web.conftest import Web
+from tests.apps.web.test_api import read_stream, turn_ended, until
+
+
+@pytest.mark.parametrize("script", [[{"hang": True}]])
+async def test_a_stream_opened_mid_attempt_replays_its_frames_so_far(web: Web) -> None:
+    sid = (await web.new_session("hang on"))["session"]["sessionId"]
+    await until(lambda: web.server.hub._inflight.get(sid))
+    frames = await read_stream(web, sid, lambda fs: any(f[0] == "assistant-stream" for f in fs))
+    assert frames[0][0] == "hello" and frames[0][1]["status"] == "running"
+    start = next(f[1] for f in frames if f[0] == "assistant-stream")
+    assert start["type"] == "start" and start["turn"] == 1 and start["step"] == 1
+    assert start["startedAfterSeq"] == max(f[1]["seq"] for f in frames if f[0] == "session-event")
+    assert (await web.post(f"/api/sessions/{sid}/cancel", {})).status_code == 202
+    await web.idle(sid)
+    assert not web.server.hub._inflight.get(sid)
+
+
+async def test_projection_frames_follow_a_turn(web: Web) -> None:
+    sid = (await web.new_session())["session"]["sessionId"]
+    reader = asyncio.ensure_future(
+        read_stream(
+            web,
+            sid,
+            lambda fs: (
+                {"tokenUsage", "sessionStats"} <= {f[1]["key"] for f in fs if f[0] == "projection"} and turn_ended(fs)
+            ),
+        )
+    )
+    await asyncio.sleep(0.1)
+    await web.post(f"/api/sessions/{sid}/prompt", {"text": "count me"})
+    frames = await asyncio.wait_for(reader, 10)
+    latest = {f[1]["key"]: f[1] for f in frames if f[0] == "projection"}
+    assert latest["tokenUsage"]["value"]["outputTokens"] >= 0
+    assert isinstance(latest["sessionStats"]["asOfSeq"], int)
+
+
+async def test_the_index_stream_upserts_sessions(web: Web) -> None:
+    seen: list[tuple[str, Any]] = []
+
+    async def follow() -> None:
+        async with web.client.stream("GET", "/api/events") as response:
+            event = ""
+            async for line in response.aiter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    seen.append((event, json.loads(line[5:])))
+                    if event == "session" and seen[-1][1]["status"] == "idle" and seen[-1][1]["stats"]["turns"] == 1:
+                        return
+
+    reader = asyncio.ensure_future(follow())
+    await until(lambda: seen)
+    assert seen[0][0] == "hello"
+    assert seen[0][1]["sessions"] == [] and seen[0][1]["workspaces"][0]["path"] == str(web.workspace)
+    await web.new_session("index me")
+    await asyncio.wait_for(reader, 10)
+    rows = [data for event, data in seen if event == "session"]
+    assert rows[-1]["title"] == "index me"
+    assert len(rows) <= 8
+
+
+async def test_a_full_queue_drops_the_subscriber_with_overflow() -> None:
+    sub = Subscriber(limit=2)
+    for seq in range(5):
+        sub.put(("session-event", {"seq": seq}, seq))
+    assert sub.overflowed
+    frames = [f async for f in _frames([("hello", {}, None), ("session-event", {"seq": 0}, 0)], sub, None)]
+    assert [f["event"] for f in frames] == ["hello", "session-event", "overflow"]
+    assert json.loads(frames[-1]["data"]) == {"lastSentSeq": 0}
+
+
+async def test_replay_and_live_frames_are_deduplicated_by_seq() -> None:
+    sub = Subscriber()
+    for seq in (1, 2, 3):
+        sub.put(("session-event", {"seq": seq}, seq))
+    sub.put(("status", {"status": "idle"}, None))
+    sub.close()
+    replay = [("hello", {}, None), ("session-event", {"seq": 1}, 1), ("session-event", {"seq": 2}, 2)]
+    frames = [f async for f in _frames(replay, sub, 0)]
+    assert [f.get("id") for f in frames] == [None, "1", "2", "3", None]
+    after = [f async for f in _frames([("session-event", {"seq": 1}, 1)], Subscriber(closed=True), 1)]
+    assert after == []
+
+
+async def test_the_index_stream_shows_a_closed_session_offline(web: Web) -> None:
+    sid = (await web.new_session("close me"))["session"]["sessionId"]
+    await web.idle(sid)
+    seen: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        async with web.client.stream("GET", "/api/events") as response:
+            event = ""
+            async for line in response.aiter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    seen.append({"event": event, **json.loads(line[5:])})
+                    if event == "session" and seen[-1]["status"] == "offline":
+                        return
+
+    reader = asyncio.ensure_future(follow())
+    await until(lambda: seen)
+    await web.server.hub.handles[sid].dispose()
+    await asyncio.wait_for(reader, 10)
+    assert seen[-1]["sessionId"] == sid and seen[-1]["title"] == "close me"
