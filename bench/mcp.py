@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import subprocess
 import sys
@@ -20,61 +19,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools import OPEN_STEP, World, open_world
+
 # This file is named like the ``mcp`` package; run as a script its directory comes first on the path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from pydsh.kernel import AbortController, Kernel, create_scope  # noqa: E402
 from pydsh.kernel.compose import Row  # noqa: E402
-from pydsh.session.events import make_header  # noqa: E402
 from pydsh.testing import mcp_server  # noqa: E402
 from pydsh.tools.mcp import McpServer  # noqa: E402
-from pydsh.tools.registry import ToolExec, ToolRegistry  # noqa: E402
 
 
-class Agent:
-    """Just enough of the Agent protocol for tool calls."""
-
-    def __init__(self, session: Any) -> None:
-        self.id = session.id
-        self.session = session
-        self.ctx: Any = None
-        self.status = "running"
-
-    def followup(self, message: Any) -> None: ...
-
-    def inject(self, message: Any) -> None: ...
-
-    def steer(self, message: Any) -> None: ...
-
-
-class World:
-    """A composed kernel with the MCP rows and one agent whose session has an open step."""
-
-    def __init__(self, kernel: Kernel, agent: Agent) -> None:
-        self.kernel = kernel
-        self.agent = agent
-        self.signal = AbortController().signal
-        self.tools: ToolRegistry = kernel.ctx.require("tools")
-        self.n = 0
-
-    async def call(self, name: str, args: dict[str, Any]) -> str:
-        self.n += 1
-        raw = json.dumps(args)
-        exec = ToolExec(
-            f"c{self.n}", name, raw, json.loads(raw), self.agent, self.agent.session, 1, 1, self.signal, self.agent
-        )  # type: ignore[arg-type]
-        inv = self.tools.invocation(exec)
-        await inv.prepare()
-        await inv.execute()
-        outcome = await inv.commit()
-        return "".join(b["text"] for b in outcome.content if b["type"] == "text")
-
-    def server(self, name: str) -> McpServer:
-        return next(
-            f.instance
-            for f in self.kernel.ctx.fiber.children
-            if isinstance(f.instance, McpServer) and f.instance.server_name == name
-        )
+def server(world: World, name: str) -> McpServer:
+    """The fiber instance of the ``mcp-client`` row serving ``name``."""
+    return next(
+        f.instance
+        for f in world.kernel.ctx.fiber.children
+        if isinstance(f.instance, McpServer) and f.instance.server_name == name
+    )
 
 
 async def world(cwd: Path, http_url: str) -> World:
@@ -91,15 +52,7 @@ async def world(cwd: Path, http_url: str) -> World:
         ),
         ("mcp-client", {"transport": "streamable-http", "serverName": "h", "url": http_url}),
     ]
-    kernel = Kernel()
-    await kernel.load([Row(id=f"{n}-{i}", name=n, config=c) for i, (n, c) in enumerate(rows)])
-    session = kernel.ctx.require("sessions").new(make_header("bench", 1, cwd=str(cwd)))
-    agent = Agent(session)
-    agent.ctx = create_scope(kernel.ctx, agent).ctx
-    session.scope = agent
-    session.append("turn/start", {"turn": 1})
-    session.append("step/start", {"turn": 1, "step": 1})
-    return World(kernel, agent)
+    return await open_world([Row(id=f"{n}-{i}", name=n, config=c) for i, (n, c) in enumerate(rows)], cwd, OPEN_STEP)
 
 
 def per_call(samples: list[float]) -> str:
@@ -134,7 +87,7 @@ async def main() -> None:
             w = await world(root, url)
             try:
                 todos = {"todos": [{"content": "bench", "status": "pending"}]}
-                session = w.server("s").session
+                session = server(w, "s").session
                 assert session is not None
                 rows = [
                     ("built-in read (10 lines)", lambda: w.call("read", {"file_path": "a.txt"})),

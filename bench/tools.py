@@ -83,20 +83,25 @@ class World:
         return "".join(b["text"] for b in outcome.content if b["type"] == "text")
 
 
-async def world(cwd: Path, mode: str) -> World:
+OPEN_STEP = [("turn/start", {"turn": 1}), ("step/start", {"turn": 1, "step": 1})]
+
+
+async def open_world(rows: list[Row], cwd: Path, events: list[tuple[str, dict[str, Any]]]) -> World:
+    """A kernel composed of ``rows`` and one agent whose session has logged ``events``."""
     kernel = Kernel()
-    await kernel.load([Row(id=n, name=n, config=c) for n, c in ROWS])
+    await kernel.load(rows)
     session = kernel.ctx.require("sessions").new(make_header("bench", 1, cwd=str(cwd)))
     agent = Agent(session)
     agent.ctx = create_scope(kernel.ctx, agent).ctx
     session.scope = agent
-    for event_type, data in (
-        ("sandbox/mode", {"mode": mode}),
-        ("turn/start", {"turn": 1}),
-        ("step/start", {"turn": 1, "step": 1}),
-    ):
+    for event_type, data in events:
         session.append(event_type, data)
     return World(kernel, agent)
+
+
+async def world(cwd: Path, mode: str) -> World:
+    rows = [Row(id=n, name=n, config=c) for n, c in ROWS]
+    return await open_world(rows, cwd, [("sandbox/mode", {"mode": mode}), *OPEN_STEP])
 
 
 def per_call(samples: list[float]) -> str:
