@@ -57,6 +57,18 @@ class ApprovalRequest:
 Answerer = Callable[[ApprovalRequest], "Awaitable[str | None] | str | None"]
 
 
+def answering(answerer: Callable[[Any], Any]) -> Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]:
+    """A waterfall listener asking ``answerer`` (sync or async); ``None`` passes to the next answerer."""
+
+    async def listener(request: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+        answer = answerer(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return await next() if answer is None else answer
+
+    return listener
+
+
 class Approval:
     """Approval policy per session, answerer registration and ``request``."""
 
@@ -77,14 +89,7 @@ class Approval:
 
     def add_answerer(self, ctx: Context, answerer: Answerer) -> Disposer:
         """Answer asks seen from ``ctx``'s scope; ``None`` delegates to the next answerer."""
-
-        async def listener(request: ApprovalRequest, next: Callable[[], Awaitable[Any]]) -> Any:
-            answer = answerer(request)
-            if inspect.isawaitable(answer):
-                answer = await answer
-            return await next() if answer is None else answer
-
-        return ctx.on("approval/request", listener)
+        return ctx.on("approval/request", answering(answerer))
 
     async def request(
         self,

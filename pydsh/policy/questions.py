@@ -9,15 +9,15 @@ live root agent may ask: a delegated child would block on a human nobody is watc
 from __future__ import annotations
 
 import asyncio
-import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import Disposer
+from pydsh.policy.approval import answering
 from pydsh.tools.registry import ToolError
 
 if TYPE_CHECKING:
@@ -109,14 +109,7 @@ class UserQuestions:
 
     def add_answerer(self, ctx: Context, answerer: QuestionAnswerer) -> Disposer:
         """Answer questions asked from ``ctx``'s scope until the returned disposer runs (or ``ctx`` unloads)."""
-
-        async def listener(request: QuestionRequest, next: Callable[[], Awaitable[Any]]) -> Any:
-            answer = answerer(request)
-            if inspect.isawaitable(answer):
-                answer = await answer
-            return await next() if answer is None else answer
-
-        return ctx.on("user-questions/request", listener)
+        return ctx.on("user-questions/request", answering(answerer))
 
     async def ask(self, request: QuestionRequest) -> list[Answer]:
         """The answers in question order (one left out counts as skipped); raises ``UserQuestionError``."""
