@@ -22,10 +22,9 @@ import stat
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, NamedTuple, TypeGuard
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from pydsh.agent.agent import Agent, user_message
 from pydsh.kernel.compose import dsh_home
+from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.session.events import Event

@@ -20,9 +20,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from pydsh.agent.agent import Agent, user_message
+from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.session.events import Event

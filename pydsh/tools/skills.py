@@ -20,11 +20,10 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pydsh.agent.agent import Agent, user_message
 from pydsh.agent.instructions import find_project_root
 from pydsh.kernel.compose import dsh_home
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import define_event
 from pydsh.session.events import Event
