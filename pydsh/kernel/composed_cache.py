@@ -34,9 +34,9 @@ def request(name: str, patches: list[str], extra_bundles: tuple[str, ...]) -> li
 
 
 def _composing_modules() -> list[str]:
-    from pydsh.kernel import profiles, reference
-
-    return [compose.__file__, profiles.__file__, reference.__file__]
+    """The kernel modules whose code shapes a composition (by path: importing them would cost start-up)."""
+    kernel = Path(compose.__file__).parent
+    return [str(kernel / f"{name}.py") for name in ("compose", "profiles", "reference")]
 
 
 def _stat(path: Path) -> list[int] | None:
