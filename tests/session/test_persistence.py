@@ -500,3 +500,47 @@ def test_the_persistence_protocol_declares_what_the_loop_and_bash_use() -> None:
 
     assert {"bind", "handle_of", "exists"} <= set(dir(SessionPersistence))
     assert {"discard", "path"} <= set(dir(SessionHandle))
+
+
+TOOLS = [{"name": f"tool{n}", "description": "d" * 200, "parameters": {"type": "object"}} for n in range(8)]
+
+
+def header_turn(seq: int, n: int, reason: str) -> list[dict[str, object]]:
+    """A turn whose request logs the same large tool schemas again."""
+    data = {"header": {"config": {"provider": "p", "model": "m"}, "tools": TOOLS}, "reason": reason}
+    start, end = turn(seq, n)
+    return [start, {"type": "request/header", "seq": seq + 1, "time": 5, "data": data}, {**end, "seq": seq + 2}]
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+async def test_repeated_large_data_is_read_once_and_shared_frozen(tmp_path: Path, compression: str) -> None:
+    events = header_turn(0, 1, "initial") + header_turn(3, 2, "resume") + header_turn(6, 3, "resume")
+    store = JsonlPersistence(tmp_path, compression=compression)
+    handle = await store.create(make_header("s1", 1, cwd="/home/u/proj"))
+    handle.append(events)
+    await handle.close()
+    read = await (await JsonlPersistence(tmp_path).open("s1", "read")).read()
+    assert read == events
+    headers = [e["data"] for e in read if e["type"] == "request/header"]
+    assert headers[1] is headers[2] and headers[0] is not headers[1]
+    with pytest.raises(TypeError, match="immutable"):
+        headers[1]["header"]["tools"][0]["name"] = "other"
+    assert [e["seq"] for e in read] == list(range(9))
+
+
+async def test_large_lines_in_any_key_order_read_like_small_ones(tmp_path: Path) -> None:
+    big = {"title": "t" * 2000, "messageSeqs": [], "source": {"kind": "user"}}
+    rows = [
+        {"type": "session/title", "seq": 0, "time": 5, "data": big, "ignorable": True},
+        {"data": big, "type": "session/title", "seq": 1, "time": 5},
+        {"type": "session/title", "seq": 2, "time": 5, "data": big},
+        {"type": "session/title", "seq": 3, "time": 5, "data": big},
+    ]
+    store = await stored(tmp_path, turn(0, 1))
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)[:1]
+    lines += [json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in rows]
+    path.write_bytes(b"".join(lines))
+    read = await (await store.open("s1", "read")).read()
+    assert read == rows
+    assert read[2]["data"] is read[3]["data"]

@@ -49,7 +49,16 @@ from pydsh.session.errors import (
     SessionPersistenceNotFoundError,
     SessionReadOnlyError,
 )
-from pydsh.session.events import Event, check_envelope, header_problem, inherited_event_count, version_gate
+from pydsh.session.events import (
+    SURFACE_TYPES,
+    Event,
+    check_envelope,
+    collector_paused,
+    freeze_parsed,
+    header_problem,
+    inherited_event_count,
+    version_gate,
+)
 from pydsh.session.log import Session
 from pydsh.session.persistence.base import Access, SessionHandle, SessionPersistence
 
@@ -163,14 +172,53 @@ def encode_line(event: Event) -> bytes:
         return json.dumps(row, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
 
 
-def decode_event(line: bytes, seq: int) -> Event:
-    try:
-        event = _loads(line)
-    except ValueError as exc:
-        raise SessionLogError(seq, f"unparsable line ({exc})") from None
-    if isinstance(event, dict) and "sourceEventSeqs" in event:
-        event["sourceEventSeqs"] = decode_ranges(event["sourceEventSeqs"], seq)
-    return check_envelope(event, seq)
+SHARED_DATA_MIN = 1024
+"""Bytes from which a line's ``data`` is parsed apart and shared with the lines that repeat it."""
+
+
+class Decoder:
+    """Decodes the lines of one log into events with frozen ``data``.
+
+    A large ``data`` repeated byte for byte (every ``request/header`` after a resume carries the
+    same tool schemas) is parsed and frozen once and shared: the same bytes make the same value.
+    """
+
+    def __init__(self) -> None:
+        self._shared: dict[bytes, Any] = {}
+
+    def event(self, line: bytes, seq: int) -> Event:
+        """The event of one line (envelope checked, ranged ``sourceEventSeqs`` expanded), ``data`` frozen."""
+        event = self._split(line) if len(line) >= SHARED_DATA_MIN else None
+        if event is None:
+            try:
+                event = _loads(line)
+            except ValueError as exc:
+                raise SessionLogError(seq, f"unparsable line ({exc})") from None
+            if type(event) is dict and type(event.get("data")) in (dict, list):
+                event["data"] = freeze_parsed(event["data"])
+        if type(event) is dict and "sourceEventSeqs" in event:
+            event["sourceEventSeqs"] = decode_ranges(event["sourceEventSeqs"], seq)
+        return check_envelope(event, seq)
+
+    def _split(self, line: bytes) -> Event | None:
+        """``line`` parsed as its envelope and its ``data`` value when ``data`` is its last key, else ``None``.
+
+        Surface events are left whole: their ``surfaceOp`` follows ``data``."""
+        at = line.find(b',"data":')
+        if at < 0 or not line.endswith(b"}"):
+            return None
+        tail = line[at + 8 : -1]
+        try:
+            envelope = _loads(line[:at] + b"}")
+            if not isinstance(envelope, dict) or envelope.get("type") in SURFACE_TYPES:
+                return None
+            data = self._shared.get(tail)
+            if data is None:
+                data = self._shared[tail] = freeze_parsed(_loads(tail))
+        except ValueError:
+            return None
+        envelope["data"] = data
+        return envelope
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -256,9 +304,10 @@ def parse_log(data: bytes, path: Path, *, compressed: bool = False) -> StoredLog
     if problem:
         raise SessionPersistenceCorruptionError(f"{path}: line 1: {problem}")
     events: list[Event] = []
+    decoder = Decoder()
     for index in range(1, len(lines)):
         try:
-            events.append(decode_event(lines[index][1], len(events)))
+            events.append(decoder.event(lines[index][1], len(events)))
         except SessionFormatUnsupportedError as exc:
             raise SessionFormatUnsupportedError(f"{path}: line {index + 1}: {exc}") from None
         except SessionLogError as exc:
@@ -720,7 +769,8 @@ class JsonlPersistence:
         path = self._log_path(directory)
         with open_log(path) as fh:
             data = fh.read()
-        stored = parse_log(data, path, compressed=path.name == ZSTD)
+        with collector_paused():
+            stored = parse_log(data, path, compressed=path.name == ZSTD)
         if stored.header["id"] != session_id:
             raise SessionPersistenceCorruptionError(f"{path}: header id {stored.header['id']!r} does not match")
         return path, stored
@@ -772,7 +822,7 @@ class JsonlPersistence:
 
     def _handle(self, path: Path, stored: StoredLog, access: Access) -> JsonlHandle:
         """A handle on a stored log; appends keep the encoding the file already has."""
-        count = inherited_event_count(stored.events)
+        count = inherited_event_count(stored.events) if stored.header["isSeeded"] else 0
         return JsonlHandle(
             self, stored.header, path.parent, access, inherited_event_count=count, stored=stored, path=path
         )
