@@ -544,3 +544,22 @@ async def test_large_lines_in_any_key_order_read_like_small_ones(tmp_path: Path)
     read = await (await store.open("s1", "read")).read()
     assert read == rows
     assert read[2]["data"] is read[3]["data"]
+
+
+async def test_zstd_listing_decodes_the_header_frame_only(tmp_path: Path) -> None:
+    cwd = "/" + os.urandom(6000).hex()
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    handle = await store.create(make_header("z", 1, cwd=cwd))
+    handle.append(turn(0, 1))
+    await handle.close()
+    [path] = tmp_path.rglob("session.v4.jsonl.zstd")
+    assert len(zstd_frames(path.read_bytes())[0]) > 12000
+    path.write_bytes(path.read_bytes() + zstd_compress(b"not json\n")[:-2] + b"??")
+    [row] = await store.list()
+    assert (row["header"]["cwd"], row["revision"]) == (cwd, path.stat().st_size)
+    with pytest.raises(SessionPersistenceCorruptionError, match="damaged zstd frame"):
+        await store.open("z", "read")
+    path.write_bytes(path.read_bytes()[:40])
+    assert await store.list() == []
+    with pytest.raises(SessionPersistenceCorruptionError, match="no complete header line"):
+        await store.stat("z")

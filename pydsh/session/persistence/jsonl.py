@@ -844,8 +844,8 @@ class JsonlPersistence:
         return await asyncio.to_thread(self._stat_dir, await self._located(session_id))
 
     def _stat_dir(self, directory: Path) -> dict[str, Any]:
-        path = self._log_path(directory)
-        return {"header": read_header(path), "revision": path.stat().st_size}
+        header, size = read_head(self._log_path(directory))
+        return {"header": header, "revision": size}
 
     async def list(self) -> builtins.list[dict[str, Any]]:
         """Headers of every stored session (only the first line of each log is read)."""
@@ -855,10 +855,12 @@ class JsonlPersistence:
         out: builtins.list[dict[str, Any]] = []
         if not self.root.is_dir():
             return out
-        for key_dir in self.root.iterdir():
-            if not key_dir.is_dir():
-                continue
-            for directory in key_dir.iterdir():
+        with os.scandir(self.root) as keys:
+            key_dirs = [Path(entry.path) for entry in keys if entry.is_dir()]
+        for key_dir in key_dirs:
+            with os.scandir(key_dir) as entries:
+                directories = [Path(entry.path) for entry in entries]
+            for directory in directories:
                 try:
                     out.append(self._stat_dir(directory))
                 except (OSError, SessionError):
@@ -878,13 +880,20 @@ class JsonlPersistence:
         return self._handles.get(session_id)
 
 
+HEADER_LIMIT = 65536
+"""Most bytes read for the zstd frame holding the header line."""
+
+
 def read_header(path: Path) -> dict[str, Any]:
     """The header of a stored log, reading only its first line (or first zstd frame)."""
+    return read_head(path)[0]
+
+
+def read_head(path: Path) -> tuple[dict[str, Any], int]:
+    """The header of a stored log and the log's size in bytes, decoding nothing past the header."""
     with open_log(path) as fh:
-        head = fh.read(65536) if path.name == ZSTD else fh.readline()
-    if path.name == ZSTD:
-        frames, _torn = _frames(head, path)
-        head = frames[0][1] if frames else b""
+        size = os.fstat(fh.fileno()).st_size
+        head = _header_frame(fh, path) if path.name == ZSTD else fh.readline()
     if not head.endswith(b"\n"):
         raise SessionPersistenceCorruptionError(f"{path}: no complete header line")
     try:
@@ -896,7 +905,26 @@ def read_header(path: Path) -> dict[str, Any]:
     problem = header_problem(header)
     if problem:
         raise SessionPersistenceCorruptionError(f"{path}: line 1: {problem}")
-    return header  # type: ignore[no-any-return]
+    return header, size
+
+
+def _header_frame(fh: BinaryIO, path: Path) -> bytes:
+    """The plaintext of the first zstd frame (the header line); empty when that frame is incomplete."""
+    import zstandard
+
+    reader = zstandard.ZstdDecompressor().decompressobj()
+    plain = b""
+    read = 0
+    while not reader.eof and read < HEADER_LIMIT:
+        chunk = fh.read(min(4096, HEADER_LIMIT - read))
+        if not chunk:
+            return b""
+        try:
+            plain += reader.decompress(chunk)
+        except zstandard.ZstdError as exc:
+            raise SessionPersistenceCorruptionError(f"{path}: damaged zstd frame at byte 0: {exc}") from None
+        read += len(chunk)
+    return plain if reader.eof else b""
 
 
 name = "session-persistence-jsonl"
