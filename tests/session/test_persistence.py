@@ -315,6 +315,20 @@ async def test_a_new_log_is_written_in_the_configured_encoding_one_frame_per_bat
     assert json.loads(frames[0])["type"] == "session"
 
 
+async def test_small_and_large_batches_are_each_one_checksummed_frame(tmp_path: Path) -> None:
+    big = {"title": os.urandom(jsonl.SMALL_BATCH).hex(), "messageSeqs": [], "source": {"kind": "user"}}
+    events = [*turn(0, 1), {"type": "session/title", "seq": 2, "time": 5, "data": big}]
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    handle = await store.create(make_header("z", 1))
+    handle.append(events[:2])
+    await handle.flush()
+    handle.append(events[2:])
+    await handle.close()
+    path = tmp_path / "_no-cwd" / "z" / "session.v4.jsonl.zstd"
+    assert [frame.count(b"\n") for frame in zstd_frames(path.read_bytes())] == [1, 2, 1]
+    assert await (await JsonlPersistence(tmp_path).open("z", "read")).read() == events
+
+
 async def test_both_encodings_of_one_session_are_refused(tmp_path: Path) -> None:
     await stored(tmp_path, turn(0, 1))
     directory = tmp_path / "--home-u-proj--" / "s1"

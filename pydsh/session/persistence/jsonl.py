@@ -66,6 +66,9 @@ if TYPE_CHECKING:
     import zstandard
 
 BATCH_WINDOW_S = 0.2
+SMALL_BATCH = 32 * 1024
+SMALL_LEVEL = 15
+LARGE_LEVEL = 9
 PLAIN = "session.v4.jsonl"
 ZSTD = "session.v4.jsonl.zstd"
 LOCK = "session.lock"
@@ -702,20 +705,24 @@ class JsonlPersistence:
         self.compressed = compression == "zstd"
         self._handles: dict[str, JsonlHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._compressor: zstandard.ZstdCompressor | None = None
+        self._compressors: dict[int, zstandard.ZstdCompressor] = {}
 
     def frame(self, payload: bytes, compressed: bool) -> bytes:
         """``payload`` as written to a log of that encoding: itself, or one checksummed zstd frame.
 
-        ``zstandard`` is imported here, on the first compressed write, to keep it off the start path.
+        Batches up to ``SMALL_BATCH`` bytes (nearly all of them) get ``SMALL_LEVEL``; larger ones a level
+        that keeps the flush barrier short. ``zstandard`` is imported here, on the first compressed
+        write, to keep it off the start path.
         """
         if not compressed:
             return payload
-        if self._compressor is None:
+        level = SMALL_LEVEL if len(payload) <= SMALL_BATCH else LARGE_LEVEL
+        compressor = self._compressors.get(level)
+        if compressor is None:
             import zstandard
 
-            self._compressor = zstandard.ZstdCompressor(write_checksum=True)
-        return self._compressor.compress(payload)
+            compressor = self._compressors[level] = zstandard.ZstdCompressor(level=level, write_checksum=True)
+        return compressor.compress(payload)
 
     def track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
