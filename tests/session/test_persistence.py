@@ -132,6 +132,16 @@ async def test_invalid_line_without_later_turn_end_is_a_torn_tail(tmp_path: Path
     assert len(await handle.read()) == 2
 
 
+@pytest.mark.parametrize("etype", [["turn/start"], None, {"a": 1}])
+async def test_a_large_damaged_line_is_a_torn_tail_like_a_small_one(tmp_path: Path, etype: object) -> None:
+    await stored(tmp_path, turn(0, 1))
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    with path.open("ab") as fh:
+        fh.write(json.dumps({"type": etype, "seq": 2, "time": 5, "data": "x" * 2000}).encode() + b"\n")
+    handle = await JsonlPersistence(tmp_path).open("s1", "read")
+    assert len(await handle.read()) == 2
+
+
 async def test_damaged_committed_record_is_corruption(tmp_path: Path) -> None:
     await stored(tmp_path, turn(0, 1) + turn(2, 2))
     path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"

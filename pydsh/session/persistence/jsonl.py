@@ -213,7 +213,9 @@ class Decoder:
         tail = line[at + 8 : -1]
         try:
             envelope = _loads(line[:at] + b"}")
-            if not isinstance(envelope, dict) or envelope.get("type") in SURFACE_TYPES:
+            if not isinstance(envelope, dict) or not isinstance(envelope.get("type"), str):
+                return None
+            if envelope["type"] in SURFACE_TYPES:
                 return None
             data = self._shared.get(tail)
             if data is None:
@@ -246,14 +248,20 @@ class StoredLog:
     damage: Damage | None = None
 
 
-def _frames(data: bytes, path: Path) -> tuple[list[tuple[int, bytes]], int | None]:
-    """Split a zstd file into ``(offset, plaintext)`` frames; an incomplete last frame is torn."""
+def _zstandard(path: Path) -> Any:
+    """The ``zstandard`` module, imported on the first zstd read."""
     try:
         import zstandard
     except ImportError:
         raise SessionFormatUnsupportedError(
             f"{path} is zstd-compressed; install the zstandard package to read it"
         ) from None
+    return zstandard
+
+
+def _frames(data: bytes, path: Path) -> tuple[list[tuple[int, bytes]], int | None]:
+    """Split a zstd file into ``(offset, plaintext)`` frames; an incomplete last frame is torn."""
+    zstandard = _zstandard(path)
     frames: list[tuple[int, bytes]] = []
     view = memoryview(data)
     offset = 0
@@ -917,8 +925,7 @@ def read_head(path: Path) -> tuple[dict[str, Any], int]:
 
 def _header_frame(fh: BinaryIO, path: Path) -> bytes:
     """The plaintext of the first zstd frame (the header line); empty when that frame is incomplete."""
-    import zstandard
-
+    zstandard = _zstandard(path)
     reader = zstandard.ZstdDecompressor().decompressobj()
     plain = b""
     read = 0
