@@ -3,10 +3,10 @@
 Run: python bench/session_log.py [--events 10000] [--runs 5] [--encoding plain|zstd|both]
 The session is realistic: tool-using turns with stream records, and every fourth turn starts
 with a ``request/header`` carrying the full default tool schemas (what a resume logs), captured
-from a scripted run. Prints events/s for appends (committed, published, batched
-and fsynced), the time to cold-read the stored log (parse, validate, rebuild, derive the model
-history) and the time ``Host.resume_agent`` takes on it (lock, read, repair, rebuild, every
-resume-time fold of the default profile), as medians of interleaved runs.
+from a scripted run. Prints events/s for appends (committed, published, batched and fsynced),
+the time to cold-read the stored log (parse, validate, rebuild, derive the model history) and the
+time ``Host.resume_agent`` takes on it (lock, read, repair, rebuild, every resume-time fold of the
+default profile): medians of interleaved runs, wall and CPU (all threads).
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ def turn_events(turn: int, header: dict[str, Any] | None) -> list[tuple[str, Any
 
 
 async def write_session(root: Path, encoding: str, cwd: str, header: dict[str, Any], n: int) -> str:
-    """Append ``n`` events to a session named after ``encoding`` through the store (flush barrier every 10 turns); report throughput and size."""
+    """Append ``n`` events to a session named after ``encoding`` through the store, with a flush
+    barrier every 10 turns; report throughput and size on disk."""
     kernel = Kernel()
     persistence = JsonlPersistence(root, compression="zstd" if encoding == "zstd" else "none")
     session = SessionStore(kernel.ctx).new(make_header(encoding, 1, cwd=cwd))

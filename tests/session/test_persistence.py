@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -587,3 +588,18 @@ async def test_zstd_listing_decodes_the_header_frame_only(tmp_path: Path) -> Non
     assert await store.list() == []
     with pytest.raises(SessionPersistenceCorruptionError, match="no complete header line"):
         await store.stat("z")
+
+
+def test_batches_of_many_handles_are_compressed_one_at_a_time(tmp_path: Path) -> None:
+    import zstandard
+
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    payloads = [os.urandom(4000).hex().encode() * (1 + n % 3) for n in range(8)]
+
+    def compress(payload: bytes) -> list[bytes]:
+        return [store.frame(payload, True) for _ in range(20)]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(compress, payloads))
+    for payload, frames in zip(payloads, results, strict=True):
+        assert {zstandard.ZstdDecompressor().decompress(frame) for frame in frames} == {payload}

@@ -26,6 +26,7 @@ import logging
 import os
 import secrets
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -714,23 +715,26 @@ class JsonlPersistence:
         self._handles: dict[str, JsonlHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._compressors: dict[int, zstandard.ZstdCompressor] = {}
+        self._compressing = threading.Lock()
 
     def frame(self, payload: bytes, compressed: bool) -> bytes:
         """``payload`` as written to a log of that encoding: itself, or one checksummed zstd frame.
 
         Batches up to ``SMALL_BATCH`` bytes (nearly all of them) get ``SMALL_LEVEL``; larger ones a level
-        that keeps the flush barrier short. ``zstandard`` is imported here, on the first compressed
+        that keeps the flush barrier short. Handles write from worker threads and a compressor is not
+        thread-safe, so compressions take turns. ``zstandard`` is imported here, on the first compressed
         write, to keep it off the start path.
         """
         if not compressed:
             return payload
         level = SMALL_LEVEL if len(payload) <= SMALL_BATCH else LARGE_LEVEL
-        compressor = self._compressors.get(level)
-        if compressor is None:
-            import zstandard
+        with self._compressing:
+            compressor = self._compressors.get(level)
+            if compressor is None:
+                import zstandard
 
-            compressor = self._compressors[level] = zstandard.ZstdCompressor(level=level, write_checksum=True)
-        return compressor.compress(payload)
+                compressor = self._compressors[level] = zstandard.ZstdCompressor(level=level, write_checksum=True)
+            return compressor.compress(payload)
 
     def track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
