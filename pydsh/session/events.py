@@ -7,9 +7,12 @@ log cannot be changed behind its back.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from pydsh.session.errors import SessionFormatUnsupportedError, SessionLogError
@@ -129,6 +132,47 @@ def freeze(value: Any) -> Any:
 _MUTABLE = (dict, list)
 
 
+def freeze_parsed(value: Any) -> Any:
+    """``freeze`` for freshly parsed JSON that nobody else holds: nested containers are replaced in
+    place, so each is copied once (a cold read freezes every stored event)."""
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(item) in _MUTABLE:
+                value[key] = freeze_parsed(item)
+        return FrozenDict(value)
+    if kind is list:
+        for index, item in enumerate(value):
+            if type(item) in _MUTABLE:
+                value[index] = freeze_parsed(item)
+        return FrozenList(value)
+    return value
+
+
+_gc_lock = threading.Lock()
+_gc_holders = 0
+_gc_resume = False
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a stored log becomes tens of thousands of long-lived
+    containers: parsing creates no cycles, and every collection pass would rescan the growing heap."""
+    global _gc_holders, _gc_resume
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_resume:
+                gc.enable()
+
+
 def thaw(value: Any) -> Any:
     """A mutable deep copy of (possibly frozen) JSON data."""
     if isinstance(value, dict):
@@ -231,9 +275,9 @@ def check_envelope(event: object, expected_seq: int) -> Event:
     """Validate the envelope of a read event; unknown vocabulary refuses the whole log."""
     if not isinstance(event, dict):
         raise SessionLogError(expected_seq, "event is not a JSON object")
-    for key in event:
-        if key not in ENVELOPE_KEYS:
-            raise SessionLogError(expected_seq, f'event has unknown key "{key}"')
+    if not ENVELOPE_KEYS.issuperset(event):
+        key = next(k for k in event if k not in ENVELOPE_KEYS)
+        raise SessionLogError(expected_seq, f'event has unknown key "{key}"')
     seq = event.get("seq")
     if seq != expected_seq or type(seq) is not int:
         raise SessionLogError(expected_seq, f"event seq {seq!r} is not {expected_seq} (gap or disorder)")

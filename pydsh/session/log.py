@@ -19,6 +19,7 @@ from pydsh.session.events import (
     Event,
     build_event,
     check_envelope,
+    collector_paused,
     freeze,
     header_problem,
     inherited_event_count,
@@ -57,7 +58,10 @@ class Session:
         events: Iterable[Event] = (),
         *,
         inherited_event_count: int = 0,
+        checked: bool = False,
     ) -> None:
+        """A session of ``events``, each admitted by the log rules; ``checked`` says a reader already
+        checked their envelopes (``SessionHandle.read``), so only the rules run again."""
         problem = header_problem(header)
         if problem:
             raise SessionLogError(None, f'session "{header.get("id")}": {problem}')
@@ -72,9 +76,11 @@ class Session:
         self._folds: dict[str, tuple[Any, int]] = {}
         self._last_header: dict[str, Any] | None = None
         self._last_context: dict[str, Any] | None = None
-        for event in events:
-            check_envelope(event, len(self.events))
-            self._commit(dict(freeze(event)))
+        with collector_paused():
+            for event in events:
+                if not checked:
+                    check_envelope(event, len(self.events))
+                self._commit({key: freeze(value) for key, value in event.items()})
         self._rules.check_seed(header["isSeeded"])
 
     def __repr__(self) -> str:
@@ -204,10 +210,11 @@ class SessionStore:
         return session
 
     def from_stored(self, header: dict[str, Any], events: list[Event]) -> Session:
-        """A session rebuilt from a repaired stored log, with its ``session/end-seed {}`` marker."""
+        """A session rebuilt from a repaired stored log (events as ``SessionHandle.read`` returns them,
+        plus repair closers), with its ``session/end-seed {}`` marker."""
         marker = events[-1]["seq"] + 1 if events else 0
-        inherited = inherited_event_count(events)
-        session = Session(header, events, inherited_event_count=inherited)
+        inherited = inherited_event_count(events) if header.get("isSeeded") else 0
+        session = Session(header, events, inherited_event_count=inherited, checked=True)
         if not events or events[-1]["type"] != "session/end-seed":
             end_seed = build_event("session/end-seed", marker, max(now_ms(), session.last_time), snapshot({}))
             session._commit(end_seed)

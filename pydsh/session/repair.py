@@ -60,10 +60,13 @@ class TailState:
 
 
 def tail_state(events: list[Event]) -> TailState:
-    """Fold ``events`` into the open tail turn and its unanswered tool calls."""
+    """Fold ``events`` into the open tail turn and its unanswered tool calls.
+
+    The fold starts after the last ``turn/end``, which leaves nothing open, so a resume does not
+    walk the whole log."""
     state = TailState()
     pending: dict[str, PendingCall] = {}
-    for event in events:
+    for event in events[_after_last_turn_end(events) :]:
         if event.get("ignorable"):
             continue
         etype = event["type"]
@@ -92,6 +95,15 @@ def tail_state(events: list[Event]) -> TailState:
             pending.pop(data["message"]["toolCallId"], None)
     state.pending = pending
     return state
+
+
+def _after_last_turn_end(events: list[Event]) -> int:
+    """Index just past the last non-ignorable ``turn/end`` (0 when there is none)."""
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event["type"] == "turn/end" and not event.get("ignorable"):
+            return index + 1
+    return 0
 
 
 def closer_result(call: PendingCall, cause: Cause, seq: int, time: int) -> Event:

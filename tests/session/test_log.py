@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import math
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from pydsh.kernel import Kernel
 from pydsh.session.errors import SessionForkError, SessionFormatUnsupportedError, SessionLogError
-from pydsh.session.events import make_header, thaw
+from pydsh.session.events import collector_paused, make_header, thaw
 from pydsh.session.log import Session, SessionStore
 from pydsh.session.repair import tail_turn_closers
 from tests.conftest import golden_rows
@@ -318,6 +319,21 @@ def test_interrupted_closers_exact_codes_texts_and_order() -> None:
     assert tail_turn_closers(repaired.events) == []
 
 
+def test_closers_repair_only_the_turn_after_the_last_turn_end() -> None:
+    first = crashed_log()
+    s = Session(make_header("s1", 1, cwd="/w"), first + tail_turn_closers(first))
+    s.append("turn/start", {"turn": 2})
+    s.append("step/start", {"turn": 2, "step": 1})
+    call = {"type": "tool-call", "id": "c9", "name": "read", "arguments": "{}"}
+    message = {"role": "assistant", "content": [call], "source": {"kind": "model"}, "id": "a9"}
+    s.append("assistant/message", {"turn": 2, "step": 1, "message": message, "stream": []}, surface_op="append")
+    closers = tail_turn_closers(s.events)
+    assert [c["type"] for c in closers] == ["tool/result", "step/end", "turn/end"]
+    assert closers[0]["data"]["message"]["toolCallId"] == "c9"
+    assert closers[0]["data"]["message"]["id"] == f"interrupted-tool-result-c9-{s.seq + 1}"
+    assert closers[-1]["data"] == {"turn": 2, "reason": {"kind": "interrupted"}}
+
+
 async def test_fork_prefix_marker_closers_and_errors() -> None:
     k = Kernel()
     store = SessionStore(k.ctx)
@@ -334,3 +350,20 @@ async def test_fork_prefix_marker_closers_and_errors() -> None:
     with pytest.raises(SessionForkError) as info:
         store.fork_prefix(source, boundary=99)
     assert info.value.code == "INVALID_BOUNDARY"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_collector_pause_nests_and_restores_the_callers_setting(enabled: bool) -> None:
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with collector_paused():
+            with collector_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()
+        assert gc.isenabled() is enabled
+        with pytest.raises(RuntimeError), collector_paused():
+            raise RuntimeError("boom")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

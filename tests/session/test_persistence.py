@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,16 @@ async def test_invalid_line_without_later_turn_end_is_a_torn_tail(tmp_path: Path
     with path.open("ab") as fh:
         fh.write(b"{not json}\n")
         fh.write(json.dumps(title(3)).encode() + b"\n")
+    handle = await JsonlPersistence(tmp_path).open("s1", "read")
+    assert len(await handle.read()) == 2
+
+
+@pytest.mark.parametrize("etype", [["turn/start"], None, {"a": 1}])
+async def test_a_large_damaged_line_is_a_torn_tail_like_a_small_one(tmp_path: Path, etype: object) -> None:
+    await stored(tmp_path, turn(0, 1))
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    with path.open("ab") as fh:
+        fh.write(json.dumps({"type": etype, "seq": 2, "time": 5, "data": "x" * 2000}).encode() + b"\n")
     handle = await JsonlPersistence(tmp_path).open("s1", "read")
     assert len(await handle.read()) == 2
 
@@ -315,6 +326,20 @@ async def test_a_new_log_is_written_in_the_configured_encoding_one_frame_per_bat
     assert json.loads(frames[0])["type"] == "session"
 
 
+async def test_small_and_large_batches_are_each_one_checksummed_frame(tmp_path: Path) -> None:
+    big = {"title": os.urandom(jsonl.SMALL_BATCH).hex(), "messageSeqs": [], "source": {"kind": "user"}}
+    events = [*turn(0, 1), {"type": "session/title", "seq": 2, "time": 5, "data": big}]
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    handle = await store.create(make_header("z", 1))
+    handle.append(events[:2])
+    await handle.flush()
+    handle.append(events[2:])
+    await handle.close()
+    path = tmp_path / "_no-cwd" / "z" / "session.v4.jsonl.zstd"
+    assert [frame.count(b"\n") for frame in zstd_frames(path.read_bytes())] == [1, 2, 1]
+    assert await (await JsonlPersistence(tmp_path).open("z", "read")).read() == events
+
+
 async def test_both_encodings_of_one_session_are_refused(tmp_path: Path) -> None:
     await stored(tmp_path, turn(0, 1))
     directory = tmp_path / "--home-u-proj--" / "s1"
@@ -500,3 +525,81 @@ def test_the_persistence_protocol_declares_what_the_loop_and_bash_use() -> None:
 
     assert {"bind", "handle_of", "exists"} <= set(dir(SessionPersistence))
     assert {"discard", "path"} <= set(dir(SessionHandle))
+
+
+TOOLS = [{"name": f"tool{n}", "description": "d" * 200, "parameters": {"type": "object"}} for n in range(8)]
+
+
+def header_turn(seq: int, n: int, reason: str) -> list[dict[str, object]]:
+    """A turn whose request logs the same large tool schemas again."""
+    data = {"header": {"config": {"provider": "p", "model": "m"}, "tools": TOOLS}, "reason": reason}
+    start, end = turn(seq, n)
+    return [start, {"type": "request/header", "seq": seq + 1, "time": 5, "data": data}, {**end, "seq": seq + 2}]
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+async def test_repeated_large_data_is_read_once_and_shared_frozen(tmp_path: Path, compression: str) -> None:
+    events = header_turn(0, 1, "initial") + header_turn(3, 2, "resume") + header_turn(6, 3, "resume")
+    store = JsonlPersistence(tmp_path, compression=compression)
+    handle = await store.create(make_header("s1", 1, cwd="/home/u/proj"))
+    handle.append(events)
+    await handle.close()
+    read = await (await JsonlPersistence(tmp_path).open("s1", "read")).read()
+    assert read == events
+    headers = [e["data"] for e in read if e["type"] == "request/header"]
+    assert headers[1] is headers[2] and headers[0] is not headers[1]
+    with pytest.raises(TypeError, match="immutable"):
+        headers[1]["header"]["tools"][0]["name"] = "other"
+    assert [e["seq"] for e in read] == list(range(9))
+
+
+async def test_large_lines_in_any_key_order_read_like_small_ones(tmp_path: Path) -> None:
+    big = {"title": "t" * 2000, "messageSeqs": [], "source": {"kind": "user"}}
+    rows = [
+        {"type": "session/title", "seq": 0, "time": 5, "data": big, "ignorable": True},
+        {"data": big, "type": "session/title", "seq": 1, "time": 5},
+        {"type": "session/title", "seq": 2, "time": 5, "data": big},
+        {"type": "session/title", "seq": 3, "time": 5, "data": big},
+    ]
+    store = await stored(tmp_path, turn(0, 1))
+    path = tmp_path / "--home-u-proj--" / "s1" / "session.v4.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)[:1]
+    lines += [json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in rows]
+    path.write_bytes(b"".join(lines))
+    read = await (await store.open("s1", "read")).read()
+    assert read == rows
+    assert read[2]["data"] is read[3]["data"]
+
+
+async def test_zstd_listing_decodes_the_header_frame_only(tmp_path: Path) -> None:
+    cwd = "/" + os.urandom(6000).hex()
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    handle = await store.create(make_header("z", 1, cwd=cwd))
+    handle.append(turn(0, 1))
+    await handle.close()
+    [path] = tmp_path.rglob("session.v4.jsonl.zstd")
+    assert len(zstd_frames(path.read_bytes())[0]) > 12000
+    path.write_bytes(path.read_bytes() + zstd_compress(b"not json\n")[:-2] + b"??")
+    [row] = await store.list()
+    assert (row["header"]["cwd"], row["revision"]) == (cwd, path.stat().st_size)
+    with pytest.raises(SessionPersistenceCorruptionError, match="damaged zstd frame"):
+        await store.open("z", "read")
+    path.write_bytes(path.read_bytes()[:40])
+    assert await store.list() == []
+    with pytest.raises(SessionPersistenceCorruptionError, match="no complete header line"):
+        await store.stat("z")
+
+
+def test_batches_of_many_handles_are_compressed_one_at_a_time(tmp_path: Path) -> None:
+    import zstandard
+
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    payloads = [os.urandom(4000).hex().encode() * (1 + n % 3) for n in range(8)]
+
+    def compress(payload: bytes) -> list[bytes]:
+        return [store.frame(payload, True) for _ in range(20)]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(compress, payloads))
+    for payload, frames in zip(payloads, results, strict=True):
+        assert {zstandard.ZstdDecompressor().decompress(frame) for frame in frames} == {payload}

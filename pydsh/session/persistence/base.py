@@ -51,7 +51,8 @@ class SessionHandle(Protocol):
     def path(self) -> Path | None:
         """The log file, for a backend that stores one (``DSH_SESSION_JSONL`` of bash)."""
 
-    async def read(self, offset: int = 0, length: int | None = None) -> list[Event]: ...
+    async def read(self, offset: int = 0, length: int | None = None) -> list[Event]:
+        """Stored events with checked envelopes (``check_envelope``) and frozen ``data``."""
 
     def append(self, events: list[Event]) -> None:
         """Buffer events for the next batch (best effort; ``flush`` is the barrier)."""

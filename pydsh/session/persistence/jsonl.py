@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,7 +48,16 @@ from pydsh.session.errors import (
     SessionPersistenceNotFoundError,
     SessionReadOnlyError,
 )
-from pydsh.session.events import Event, check_envelope, header_problem, inherited_event_count, version_gate
+from pydsh.session.events import (
+    SURFACE_TYPES,
+    Event,
+    check_envelope,
+    collector_paused,
+    freeze_parsed,
+    header_problem,
+    inherited_event_count,
+    version_gate,
+)
 from pydsh.session.log import Session
 from pydsh.session.persistence.base import Access, SessionHandle, SessionPersistence
 
@@ -55,6 +65,9 @@ if TYPE_CHECKING:
     import zstandard
 
 BATCH_WINDOW_S = 0.2
+SMALL_BATCH = 32 * 1024
+SMALL_LEVEL = 15
+LARGE_LEVEL = 9
 PLAIN = "session.v4.jsonl"
 ZSTD = "session.v4.jsonl.zstd"
 LOCK = "session.lock"
@@ -161,14 +174,55 @@ def encode_line(event: Event) -> bytes:
         return json.dumps(row, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
 
 
-def decode_event(line: bytes, seq: int) -> Event:
-    try:
-        event = _loads(line)
-    except ValueError as exc:
-        raise SessionLogError(seq, f"unparsable line ({exc})") from None
-    if isinstance(event, dict) and "sourceEventSeqs" in event:
-        event["sourceEventSeqs"] = decode_ranges(event["sourceEventSeqs"], seq)
-    return check_envelope(event, seq)
+SHARED_DATA_MIN = 1024
+"""Bytes from which a line's ``data`` is parsed apart and shared with the lines that repeat it."""
+
+
+class Decoder:
+    """Decodes the lines of one log into events with frozen ``data``.
+
+    A large ``data`` repeated byte for byte (every ``request/header`` after a resume carries the
+    same tool schemas) is parsed and frozen once and shared: the same bytes make the same value.
+    """
+
+    def __init__(self) -> None:
+        self._shared: dict[bytes, Any] = {}
+
+    def event(self, line: bytes, seq: int) -> Event:
+        """The event of one line (envelope checked, ranged ``sourceEventSeqs`` expanded), ``data`` frozen."""
+        event = self._split(line) if len(line) >= SHARED_DATA_MIN else None
+        if event is None:
+            try:
+                event = _loads(line)
+            except ValueError as exc:
+                raise SessionLogError(seq, f"unparsable line ({exc})") from None
+            if type(event) is dict and type(event.get("data")) in (dict, list):
+                event["data"] = freeze_parsed(event["data"])
+        if type(event) is dict and "sourceEventSeqs" in event:
+            event["sourceEventSeqs"] = decode_ranges(event["sourceEventSeqs"], seq)
+        return check_envelope(event, seq)
+
+    def _split(self, line: bytes) -> Event | None:
+        """``line`` parsed as its envelope and its ``data`` value when ``data`` is its last key, else ``None``.
+
+        Surface events are left whole: their ``surfaceOp`` follows ``data``."""
+        at = line.find(b',"data":')
+        if at < 0 or not line.endswith(b"}"):
+            return None
+        tail = line[at + 8 : -1]
+        try:
+            envelope = _loads(line[:at] + b"}")
+            if not isinstance(envelope, dict) or not isinstance(envelope.get("type"), str):
+                return None
+            if envelope["type"] in SURFACE_TYPES:
+                return None
+            data = self._shared.get(tail)
+            if data is None:
+                data = self._shared[tail] = freeze_parsed(_loads(tail))
+        except ValueError:
+            return None
+        envelope["data"] = data
+        return envelope
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -193,14 +247,20 @@ class StoredLog:
     damage: Damage | None = None
 
 
-def _frames(data: bytes, path: Path) -> tuple[list[tuple[int, bytes]], int | None]:
-    """Split a zstd file into ``(offset, plaintext)`` frames; an incomplete last frame is torn."""
+def _zstandard(path: Path) -> Any:
+    """The ``zstandard`` module, imported on the first zstd read."""
     try:
         import zstandard
     except ImportError:
         raise SessionFormatUnsupportedError(
             f"{path} is zstd-compressed; install the zstandard package to read it"
         ) from None
+    return zstandard
+
+
+def _frames(data: bytes, path: Path) -> tuple[list[tuple[int, bytes]], int | None]:
+    """Split a zstd file into ``(offset, plaintext)`` frames; an incomplete last frame is torn."""
+    zstandard = _zstandard(path)
     frames: list[tuple[int, bytes]] = []
     view = memoryview(data)
     offset = 0
@@ -254,9 +314,10 @@ def parse_log(data: bytes, path: Path, *, compressed: bool = False) -> StoredLog
     if problem:
         raise SessionPersistenceCorruptionError(f"{path}: line 1: {problem}")
     events: list[Event] = []
+    decoder = Decoder()
     for index in range(1, len(lines)):
         try:
-            events.append(decode_event(lines[index][1], len(events)))
+            events.append(decoder.event(lines[index][1], len(events)))
         except SessionFormatUnsupportedError as exc:
             raise SessionFormatUnsupportedError(f"{path}: line {index + 1}: {exc}") from None
         except SessionLogError as exc:
@@ -651,20 +712,27 @@ class JsonlPersistence:
         self.compressed = compression == "zstd"
         self._handles: dict[str, JsonlHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._compressor: zstandard.ZstdCompressor | None = None
+        self._compressors: dict[int, zstandard.ZstdCompressor] = {}
+        self._compressing = threading.Lock()
 
     def frame(self, payload: bytes, compressed: bool) -> bytes:
         """``payload`` as written to a log of that encoding: itself, or one checksummed zstd frame.
 
-        ``zstandard`` is imported here, on the first compressed write, to keep it off the start path.
+        Batches up to ``SMALL_BATCH`` bytes (nearly all of them) get ``SMALL_LEVEL``; larger ones a level
+        that keeps the flush barrier short. Handles write from worker threads and a compressor is not
+        thread-safe, so compressions take turns. ``zstandard`` is imported here, on the first compressed
+        write, to keep it off the start path.
         """
         if not compressed:
             return payload
-        if self._compressor is None:
-            import zstandard
+        level = SMALL_LEVEL if len(payload) <= SMALL_BATCH else LARGE_LEVEL
+        with self._compressing:
+            compressor = self._compressors.get(level)
+            if compressor is None:
+                import zstandard
 
-            self._compressor = zstandard.ZstdCompressor(write_checksum=True)
-        return self._compressor.compress(payload)
+                compressor = self._compressors[level] = zstandard.ZstdCompressor(level=level, write_checksum=True)
+            return compressor.compress(payload)
 
     def track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
@@ -718,7 +786,8 @@ class JsonlPersistence:
         path = self._log_path(directory)
         with open_log(path) as fh:
             data = fh.read()
-        stored = parse_log(data, path, compressed=path.name == ZSTD)
+        with collector_paused():
+            stored = parse_log(data, path, compressed=path.name == ZSTD)
         if stored.header["id"] != session_id:
             raise SessionPersistenceCorruptionError(f"{path}: header id {stored.header['id']!r} does not match")
         return path, stored
@@ -770,7 +839,7 @@ class JsonlPersistence:
 
     def _handle(self, path: Path, stored: StoredLog, access: Access) -> JsonlHandle:
         """A handle on a stored log; appends keep the encoding the file already has."""
-        count = inherited_event_count(stored.events)
+        count = inherited_event_count(stored.events) if stored.header["isSeeded"] else 0
         return JsonlHandle(
             self, stored.header, path.parent, access, inherited_event_count=count, stored=stored, path=path
         )
@@ -792,8 +861,8 @@ class JsonlPersistence:
         return await asyncio.to_thread(self._stat_dir, await self._located(session_id))
 
     def _stat_dir(self, directory: Path) -> dict[str, Any]:
-        path = self._log_path(directory)
-        return {"header": read_header(path), "revision": path.stat().st_size}
+        header, size = read_head(self._log_path(directory))
+        return {"header": header, "revision": size}
 
     async def list(self) -> builtins.list[dict[str, Any]]:
         """Headers of every stored session (only the first line of each log is read)."""
@@ -803,10 +872,12 @@ class JsonlPersistence:
         out: builtins.list[dict[str, Any]] = []
         if not self.root.is_dir():
             return out
-        for key_dir in self.root.iterdir():
-            if not key_dir.is_dir():
-                continue
-            for directory in key_dir.iterdir():
+        with os.scandir(self.root) as keys:
+            key_dirs = [Path(entry.path) for entry in keys if entry.is_dir()]
+        for key_dir in key_dirs:
+            with os.scandir(key_dir) as entries:
+                directories = [Path(entry.path) for entry in entries]
+            for directory in directories:
                 try:
                     out.append(self._stat_dir(directory))
                 except (OSError, SessionError):
@@ -826,13 +897,20 @@ class JsonlPersistence:
         return self._handles.get(session_id)
 
 
+HEADER_LIMIT = 65536
+"""Most bytes read for the zstd frame holding the header line."""
+
+
 def read_header(path: Path) -> dict[str, Any]:
     """The header of a stored log, reading only its first line (or first zstd frame)."""
+    return read_head(path)[0]
+
+
+def read_head(path: Path) -> tuple[dict[str, Any], int]:
+    """The header of a stored log and the log's size in bytes, decoding nothing past the header."""
     with open_log(path) as fh:
-        head = fh.read(65536) if path.name == ZSTD else fh.readline()
-    if path.name == ZSTD:
-        frames, _torn = _frames(head, path)
-        head = frames[0][1] if frames else b""
+        size = os.fstat(fh.fileno()).st_size
+        head = _header_frame(fh, path) if path.name == ZSTD else fh.readline()
     if not head.endswith(b"\n"):
         raise SessionPersistenceCorruptionError(f"{path}: no complete header line")
     try:
@@ -844,7 +922,25 @@ def read_header(path: Path) -> dict[str, Any]:
     problem = header_problem(header)
     if problem:
         raise SessionPersistenceCorruptionError(f"{path}: line 1: {problem}")
-    return header  # type: ignore[no-any-return]
+    return header, size
+
+
+def _header_frame(fh: BinaryIO, path: Path) -> bytes:
+    """The plaintext of the first zstd frame (the header line); empty when that frame is incomplete."""
+    zstandard = _zstandard(path)
+    reader = zstandard.ZstdDecompressor().decompressobj()
+    plain = b""
+    read = 0
+    while not reader.eof and read < HEADER_LIMIT:
+        chunk = fh.read(min(4096, HEADER_LIMIT - read))
+        if not chunk:
+            return b""
+        try:
+            plain += reader.decompress(chunk)
+        except zstandard.ZstdError as exc:
+            raise SessionPersistenceCorruptionError(f"{path}: damaged zstd frame at byte 0: {exc}") from None
+        read += len(chunk)
+    return plain if reader.eof else b""
 
 
 name = "session-persistence-jsonl"
