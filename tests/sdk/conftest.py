@@ -201,12 +201,15 @@ class ClientKind:
         return deepseek_harness.client.JsonRpcError if self.name == "published" else our_client.JsonRpcError
 
     def harness(self, base_url: str | None = None, **options: Any) -> Any:
+        """A harness of this client; its close waits up to the safety bound (exit speed is bench/sdk.py's)."""
         common = {"dsh_bin": PYDSH, "dsh_home": str(self.home), "cwd": str(self.ws), "api_key": "sk-test"}
         if base_url is not None:
             common["base_url"] = base_url
         env = {"PYTHONPATH": str(REPO), **options.pop("env", {})}
         if self.name == "published":
+            options.setdefault("shutdown_timeout_seconds", SAFETY_S)
             return deepseek_harness.DeepSeekHarness(**common, env=env, **options)
+        options.setdefault("shutdown_timeout", SAFETY_S)
         return our_client.Harness(**common, env=env, **options)
 
     def session(self, harness: Any, session_id: str) -> Any:
@@ -291,9 +294,15 @@ class Raw:
                 value = predicate(self.frames())
                 if value:
                     return value
-                assert not self._eof, f"stdout closed; stderr: {b''.join(self.stderr).decode()[-2000:]}"
-                assert time.monotonic() < deadline, "no such frame within the safety bound"
+                assert not self._eof, self._exited()
+                assert time.monotonic() < deadline, f"no such frame within the safety bound; last: {self.lines[-8:]}"
                 self._cond.wait(0.5)
+
+    def _exited(self) -> str:
+        """Why the awaited frame never came: the exit code, the stderr tail and the last frames."""
+        code = self.proc.wait(SAFETY_S)
+        self._stderr_reader.join(SAFETY_S)
+        return f"stdout closed (exit {code}); stderr: {b''.join(self.stderr).decode()[-2000:]}; last: {self.lines[-8:]}"
 
     def response(self, rid: str | int) -> dict[str, Any]:
         def find(frames: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -30,7 +30,13 @@ SUBAGENT_CALL = {"tool_calls": [{"name": "subagent", "arguments": {"description"
 
 
 def harness(server: MockModelServer | None, ws: Path, **options: Any) -> AsyncHarness:
-    base = {"cwd": ws, "dsh_home": os.environ["DSH_HOME"], "api_key": "sk-test"}
+    """A harness on ``pydsh``; close waits up to the safety bound for the exit (its speed is bench/sdk.py's)."""
+    base: dict[str, Any] = {
+        "cwd": ws,
+        "dsh_home": os.environ["DSH_HOME"],
+        "api_key": "sk-test",
+        "shutdown_timeout": SAFETY_S,
+    }
     if server is not None:
         base["base_url"] = server.base_url
     return AsyncHarness(**base, **options)

@@ -521,7 +521,7 @@ def test_session_ids_are_checked_by_every_method_that_opens_one(raw: Callable[..
     for session_id in ("é" * 51, "w" * 255):
         assert peer.request(session_id, "session/working-directory/get", {"sessionId": session_id})["result"]
     assert error_of(peer.request("w", "session/wait", {"sessionId": "a\nb"})) == "unknown SDK session: a\nb"
-    assert peer.request("bye", "shutdown")["result"] == {}
+    assert peer.request("bye", "shutdown") == {"jsonrpc": "2.0", "id": "bye", "result": {}}
     assert peer.wait() == 0
     assert [len(log.parent.name) for log in (home / "sessions").glob("*/*/session.v4.jsonl.zstd")] == [255, 255]
 
@@ -777,7 +777,7 @@ def test_shutdown_rejects_later_work_and_is_the_last_frame(raw: Callable[..., Ra
 def test_shutdown_is_answered_after_a_failed_initialize(raw: Callable[..., Raw]) -> None:
     peer = raw()
     assert error_of(peer.initialize(provider="nope")) == 'no adapter registered for provider "nope"'
-    assert peer.request("bye", "shutdown")["result"] == {}
+    assert peer.request("bye", "shutdown") == {"jsonrpc": "2.0", "id": "bye", "result": {}}
     assert peer.wait() == 0
 
 
@@ -789,7 +789,7 @@ def test_turn_running_at_shutdown_ends_aborted(
     peer.initialize()
     peer.request("p", "session/prompt", {"sessionId": "t1", "contentBlocks": [{"type": "text", "text": "hi"}]})
     until(lambda: model.requests)
-    assert peer.request("bye", "shutdown")["result"] == {}
+    assert peer.request("bye", "shutdown") == {"jsonrpc": "2.0", "id": "bye", "result": {}}
     assert peer.wait() == 0
     end = stored_events(home, "t1")[-1]
     assert end["type"] == "turn/end"
@@ -873,7 +873,7 @@ def test_initialize_activates_the_builtin_deepseek_adapter(
     peer.request("p", "session/prompt", {"sessionId": "t1", "contentBlocks": [{"type": "text", "text": "hi"}]})
     peer.wait_for(lambda frames: any(is_status("t1", "idle")(f) for f in frames))
     assert any(is_event("t1", "assistant/message")(f) for f in peer.frames())
-    assert peer.request("bye", "shutdown")["result"] == {}
+    assert peer.request("bye", "shutdown") == {"jsonrpc": "2.0", "id": "bye", "result": {}}
     assert peer.wait() == 0
 
 
