@@ -17,6 +17,20 @@ from pydsh.apps.web.state import Config
 from pydsh.testing.hosts import ScriptedHost
 
 JSON = {"Content-Type": "application/json"}
+# A bash call asking to leave the sandbox: the model turn behind every approval test.
+ESCALATE = {
+    "tool_calls": [
+        {
+            "name": "bash",
+            "arguments": {
+                "command": "echo escalated",
+                "description": "print escalated",
+                "sandbox_permissions": "danger-full-access",
+                "justification": "demo of the approval card",
+            },
+        }
+    ]
+}
 INDEX = '<!doctype html><html><head><script type="module" src="/static/v{{version}}/app.js"></script></head></html>\n'
 
 

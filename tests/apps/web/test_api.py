@@ -10,21 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.apps.web.conftest import JSON, Web, open_web
-
-ESCALATE = {
-    "tool_calls": [
-        {
-            "name": "bash",
-            "arguments": {
-                "command": "echo escalated",
-                "description": "print escalated",
-                "sandbox_permissions": "danger-full-access",
-                "justification": "demo of the approval card",
-            },
-        }
-    ]
-}
+from tests.apps.web.conftest import ESCALATE, JSON, Web, open_web
 
 
 async def until(check: Callable[[], Any], timeout: float = 10) -> Any:

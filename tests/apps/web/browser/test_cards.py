@@ -7,20 +7,8 @@ from typing import Any
 
 from tests.apps.web.browser.harness import screenshot, wait_for
 from tests.apps.web.browser.test_chat import send
+from tests.apps.web.conftest import ESCALATE
 
-ESCALATE = {
-    "tool_calls": [
-        {
-            "name": "bash",
-            "arguments": {
-                "command": "echo escalated",
-                "description": "print escalated",
-                "sandbox_permissions": "danger-full-access",
-                "justification": "demo of the approval card",
-            },
-        }
-    ]
-}
 ASK = {
     "tool_calls": [
         {
