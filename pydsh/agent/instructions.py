@@ -184,16 +184,7 @@ def discover(reader: FileReader, config: Config, home: str, root: str, cwd: str)
     home_text = reader.read(os.path.join(home, HOME_FILE))
     if home_text is not None:
         found.append(InstructionFile(os.path.join(home, HOME_FILE), HOME_DISPLAY, scope_key(HOME_DISPLAY), home_text))
-    names = [*config.instructionFileCandidates, *config.localInstructionFileCandidates]
-    seen: set[str] = set()
-    for directory in chain(root, cwd):
-        for file_name in names:
-            path = os.path.join(directory, file_name)
-            text = None if path in seen else reader.read(path)
-            seen.add(path)
-            if text is not None:
-                display = project_display(root, path)
-                found.append(InstructionFile(path, display, scope_key(display), text))
+    found += directory_files(reader, config, root, chain(root, cwd), set())
     kept: list[InstructionFile] = []
     trimmed: set[tuple[str, str]] = set()
     for item in found:
@@ -360,21 +351,30 @@ TOUCHES = TouchedPaths()
 
 def nested_files(reader: FileReader, config: Config, root: str, cwd: str, touched: list[str]) -> list[InstructionFile]:
     """Instruction files of directories below ``cwd`` on the way to files the model read or changed."""
-    names = [*config.instructionFileCandidates, *config.localInstructionFileCandidates]
     found: list[InstructionFile] = []
     seen: set[str] = set()
     for path in touched:
         directory = os.path.dirname(os.path.normpath(os.path.join(cwd, path)))
         if directory == cwd or os.path.commonpath([directory, cwd]) != cwd:
             continue
-        for step in chain(cwd, directory)[1:]:
-            for file_name in names:
-                candidate = os.path.join(step, file_name)
-                text = None if candidate in seen else reader.read(candidate)
-                seen.add(candidate)
-                if text is not None:
-                    display = project_display(root, candidate)
-                    found.append(InstructionFile(candidate, display, scope_key(display), text))
+        found += directory_files(reader, config, root, chain(cwd, directory)[1:], seen)
+    return found
+
+
+def directory_files(
+    reader: FileReader, config: Config, root: str, directories: list[str], seen: set[str]
+) -> list[InstructionFile]:
+    """The candidate files present in ``directories``, in order; paths in ``seen`` are skipped, then added."""
+    names = [*config.instructionFileCandidates, *config.localInstructionFileCandidates]
+    found: list[InstructionFile] = []
+    for directory in directories:
+        for file_name in names:
+            path = os.path.join(directory, file_name)
+            text = None if path in seen else reader.read(path)
+            seen.add(path)
+            if text is not None:
+                display = project_display(root, path)
+                found.append(InstructionFile(path, display, scope_key(display), text))
     return found
 
 
