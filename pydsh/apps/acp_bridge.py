@@ -548,13 +548,8 @@ class Bridge:
     async def _model_option(self, selection: Selection) -> SessionConfigOptionSelect:
         llm = self.ctx.require("llm")
         groups: list[SessionConfigSelectGroup] = []
-        for provider in llm.list_providers():
+        for provider, models in await llm.catalogs():
             pid = provider["id"]
-            try:
-                models = await llm.list_models(pid)
-            except Exception:
-                log.warning("the model catalog of provider %s failed", pid, exc_info=True)
-                models = []
             entries = [_model_entry(pid, m) for m in models]
             if pid == selection.provider and all(m["id"] != selection.model for m in models):
                 current = SessionConfigSelectOption(value=_route_value(pid, selection.model), name=selection.model)

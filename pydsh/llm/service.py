@@ -126,6 +126,18 @@ class LlmService:
         lister = getattr(adapter, "list_models", None)
         return list(await lister(provider)) if lister is not None else []
 
+    async def catalogs(self) -> list[tuple[ProviderInfo, list[ModelInfo]]]:
+        """Every route with its catalog; a route whose listing fails is logged and shown with no models."""
+        out: list[tuple[ProviderInfo, list[ModelInfo]]] = []
+        for info in self.list_providers():
+            try:
+                models = await self.list_models(info["id"])
+            except Exception:
+                log.warning("listing the models of provider %s failed", info["id"], exc_info=True)
+                models = []
+            out.append((info, models))
+        return out
+
     async def resolve_model_info(self, provider: str, model: str) -> ModelInfo:
         """Model info of ``model`` on ``provider``; unlisted models still resolve (text-only)."""
         adapter = self.adapter_for(provider)

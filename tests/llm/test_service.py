@@ -280,3 +280,25 @@ async def test_llm_plugin_provides_the_service() -> None:
     k = Kernel()
     await k.load([Row(id="llm", name="llm")])
     assert isinstance(k.ctx.get("llm"), LlmService)
+
+
+class Listing(FakeAdapter):
+    """A route whose catalog lists one model, or fails."""
+
+    def __init__(self, fails: bool) -> None:
+        super().__init__()
+        self.fails = fails
+
+    async def list_models(self, provider: str) -> list[ModelInfo]:
+        if self.fails:
+            raise OSError("catalog unreachable")
+        return [{"provider": provider, "id": "m1", "name": "M1"}]
+
+
+async def test_catalogs_list_every_route_and_a_failing_catalog_as_empty(caplog: pytest.LogCaptureFixture) -> None:
+    k, svc = service()
+    svc.register_adapter(k.ctx, ["good"], Listing(fails=False))
+    svc.register_adapter(k.ctx, ["down"], Listing(fails=True))
+    catalogs = {info["id"]: [m["id"] for m in models] for info, models in await svc.catalogs()}
+    assert catalogs == {"good": ["m1"], "down": []}
+    assert "listing the models of provider down failed" in caplog.text

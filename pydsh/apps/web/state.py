@@ -368,13 +368,8 @@ class WebState:
         """Configured routes with their models and efforts (F26, F41)."""
         llm = self.ctx.require("llm")
         providers = []
-        for info in llm.list_providers():
+        for info, catalog in await llm.catalogs():
             pid = info["id"]
-            try:
-                catalog = await llm.list_models(pid)
-            except Exception:
-                log.warning("listing the models of %s failed", pid, exc_info=True)
-                catalog = []
             keyless, env = _key_env(llm.adapter_for(pid), pid)
             source = self.key_source(pid, env)
             entry: dict[str, Any] = {
