@@ -73,13 +73,6 @@ ZSTD = "session.v4.jsonl.zstd"
 LOCK = "session.lock"
 log = logging.getLogger("pydsh.session.persistence")
 
-try:
-    import orjson
-
-    _loads: Any = orjson.loads
-except ImportError:  # pragma: no cover - orjson is an optional accelerator
-    _loads = json.loads
-
 
 # -- path encoding (UTF-16 code units, like the reference) --------------------------------------
 
@@ -193,7 +186,7 @@ class Decoder:
         event = self._split(line) if len(line) >= SHARED_DATA_MIN else None
         if event is None:
             try:
-                event = _loads(line)
+                event = json.loads(line)
             except ValueError as exc:
                 raise SessionLogError(seq, f"unparsable line ({exc})") from None
             if type(event) is dict and type(event.get("data")) in (dict, list):
@@ -211,14 +204,14 @@ class Decoder:
             return None
         tail = line[at + 8 : -1]
         try:
-            envelope = _loads(line[:at] + b"}")
+            envelope = json.loads(line[:at] + b"}")
             if not isinstance(envelope, dict) or not isinstance(envelope.get("type"), str):
                 return None
             if envelope["type"] in SURFACE_TYPES:
                 return None
             data = self._shared.get(tail)
             if data is None:
-                data = self._shared[tail] = freeze_parsed(_loads(tail))
+                data = self._shared[tail] = freeze_parsed(json.loads(tail))
         except ValueError:
             return None
         envelope["data"] = data
@@ -305,7 +298,7 @@ def parse_log(data: bytes, path: Path, *, compressed: bool = False) -> StoredLog
     if not lines:
         raise SessionPersistenceCorruptionError(f"{path}: the log has no complete header line")
     try:
-        header = _loads(lines[0][1])
+        header = json.loads(lines[0][1])
     except ValueError:
         raise SessionPersistenceCorruptionError(f"{path}: line 1 (header) is not valid JSON") from None
     if isinstance(header, dict):
@@ -356,7 +349,7 @@ def _later_turn_end(lines: list[tuple[int, bytes]], start: int, compressed: bool
         if b'"turn/end"' not in line:
             continue
         try:
-            if _loads(line).get("type") == "turn/end":
+            if json.loads(line).get("type") == "turn/end":
                 return index + 1
         except (ValueError, AttributeError):
             continue
@@ -914,7 +907,7 @@ def read_head(path: Path) -> tuple[dict[str, Any], int]:
     if not head.endswith(b"\n"):
         raise SessionPersistenceCorruptionError(f"{path}: no complete header line")
     try:
-        header = _loads(head)
+        header = json.loads(head)
     except ValueError:
         raise SessionPersistenceCorruptionError(f"{path}: line 1 (header) is not valid JSON") from None
     if isinstance(header, dict):
