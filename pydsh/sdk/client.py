@@ -23,8 +23,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pydsh.sdk.protocol import DELTA_NOTIFICATION, LineSplitter, decode_line, encode_frame
+from pydsh.sdk.framing import LineSplitter, decode_line, encode_frame
+from pydsh.sdk.protocol import DELTA_NOTIFICATION
 from pydsh.sdk.results import InitializeResult, PromptResult, WorkingDirectoryResult
+from pydsh.session import outcome
 
 T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -110,31 +112,13 @@ class RunResult:
     child_session_ids: tuple[str, ...]
 
 
-def final_response(events: list[dict[str, Any]]) -> str:
-    """Text of the last ``assistant/message`` whose content is a list (``""`` when none)."""
-    for event in reversed(events):
-        if event.get("type") != "assistant/message" or not isinstance(event.get("data"), dict):
-            continue
-        data = event["data"]
-        owner = data["message"] if isinstance(data.get("message"), dict) else data
-        content = owner.get("content")
-        if isinstance(content, list):
-            return "".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
-
-
 def finish_reason(events: list[dict[str, Any]]) -> str | None:
-    """``data.reason.kind`` of the last ``turn/end``; a non-string kind is a protocol error."""
-    for event in reversed(events):
-        if event.get("type") != "turn/end":
-            continue
-        data = event.get("data")
-        reason = data.get("reason") if isinstance(data, dict) else None
-        kind = reason.get("kind") if isinstance(reason, dict) else None
-        if not isinstance(kind, str):
-            raise SdkProtocolError("turn/end event requires a string data.reason.kind")
-        return kind
-    return None
+    """``data.reason.kind`` of the last ``turn/end`` (``pydsh.session.outcome``); a non-string kind is a
+    protocol error."""
+    try:
+        return outcome.finish_reason(events)
+    except ValueError as exc:
+        raise SdkProtocolError(str(exc)) from None
 
 
 def is_receipt(note: Notification, session_id: str, message_id: str) -> bool:
@@ -719,7 +703,7 @@ class RunStream:
         self.result = RunResult(
             session_id=sid,
             message_id=message_id,
-            final_response=final_response(self._events),
+            final_response=outcome.final_response(self._events),
             finish_reason=finish_reason(self._events),
             events=self._events,
             notifications=self._notes,

@@ -26,6 +26,7 @@ from pydsh.kernel.events import define_event
 from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.events import Event, build_event
 from pydsh.session.log import Session, SessionStore, new_session_id, now_ms
+from pydsh.session.outcome import closing_content
 from pydsh.subagents.names import (
     CATALOG,
     ROOT,
@@ -144,15 +145,6 @@ def stop_reason(events: list[Event]) -> str:
         ):
             claimed = True
     return "aborted"
-
-
-def last_assistant_content(events: list[Event]) -> list[dict[str, Any]]:
-    for event in reversed(events):
-        if event["type"] == "assistant/message":
-            blocks = [b for b in event["data"]["message"]["content"] if b.get("text")]
-            if blocks:
-                return [dict(b) for b in blocks]
-    return []
 
 
 def _cut(text: str, limit: int) -> str:
@@ -505,7 +497,7 @@ class SubagentService:
         agent = activation.agent
         events = agent.session.events[activation.epoch_start :]
         reason = stop_reason(events)
-        content = last_assistant_content(events)
+        content = closing_content(events)
         try:
             if activation.continuable:
                 self._notify_parent(activation, reason, content, await self.full_name(activation.child_id))
@@ -573,14 +565,15 @@ class SubagentService:
     async def wait_for_children(self, agent: Any) -> bool:
         """Wait until ``agent``'s managed descendants settled; ``False`` when none were pending."""
         waited = False
-        while self._descendants(agent.id):
+        while self.descendants(agent.id):
             waited = True
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             await waiter
         return waited
 
-    def _descendants(self, agent_id: str) -> list[Activation]:
+    def descendants(self, agent_id: str) -> list[Activation]:
+        """The resident activations below ``agent_id``, nearest first."""
         out = []
         frontier = {agent_id}
         while frontier:
@@ -606,7 +599,7 @@ class SubagentService:
         if agent_ids is None:
             targets = list(self.activations.values())
         else:
-            targets = [a for agent_id in agent_ids for a in self._descendants(agent_id)]
+            targets = [a for agent_id in agent_ids for a in self.descendants(agent_id)]
         failures: list[tuple[Activation, Exception]] = []
         for activation in sorted(targets, key=lambda a: -agent_depth(a.agent)):
             try:
