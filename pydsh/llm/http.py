@@ -21,6 +21,7 @@ from pydsh import __version__
 from pydsh.kernel.cancel import AbortError, AbortSignal
 from pydsh.kernel.compose import dsh_home
 from pydsh.kernel.profiles import private_dir
+from pydsh.kernel.text import utf8
 from pydsh.llm.types import LlmError
 
 if TYPE_CHECKING:
@@ -167,8 +168,9 @@ def make_client(
 
 
 def encode_body(body: dict[str, Any]) -> bytes:
-    """Compact JSON bytes with the body's key order."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """Compact JSON bytes with the body's key order; never fails on text (unpaired surrogates, which a log
+    written before they were replaced at the boundary may hold, go out as U+FFFD)."""
+    return utf8(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
 
 
 # -- transport -------------------------------------------------------------------------------

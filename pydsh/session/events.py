@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
+from pydsh.kernel.text import without_lone_surrogates
 from pydsh.session.errors import SessionFormatUnsupportedError, SessionLogError
 
 Event = dict[str, Any]
@@ -89,9 +90,12 @@ class FrozenList(list[Any]):
 
 
 def snapshot(value: Any, path: str = "data") -> Any:
-    """Deep-copy ``value`` into frozen containers, enforcing lossless JSON (spec 02 §3)."""
+    """Deep-copy ``value`` into frozen containers, enforcing lossless JSON (spec 02 §3); text enters the
+    log with unpaired surrogates replaced by U+FFFD (``pydsh.kernel.text``)."""
     kind = type(value)
-    if kind is str or value is None or kind is bool:
+    if kind is str:
+        return value if value.isascii() else without_lone_surrogates(value)
+    if value is None or kind is bool:
         return value
     if kind is int:
         if -MAX_SAFE <= value <= MAX_SAFE:
@@ -108,12 +112,12 @@ def snapshot(value: Any, path: str = "data") -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 raise TypeError(f"{path}: object key {key!r} is not a string")
-            out[key] = snapshot(item, f"{path}.{key}")
+            out[key if key.isascii() else without_lone_surrogates(key)] = snapshot(item, f"{path}.{key}")
         return FrozenDict(out)
     if isinstance(value, (list, tuple)):
         return FrozenList([snapshot(item, f"{path}[{i}]") for i, item in enumerate(value)])
     if isinstance(value, str):
-        return str(value)
+        return without_lone_surrogates(str(value))
     if isinstance(value, int):
         return snapshot(int(value), path)
     raise TypeError(f"{path}: {type(value).__name__} is not lossless JSON")
