@@ -1,4 +1,4 @@
-"""Wire models of the SDK JSON-RPC protocol (spec 06 §4–§7): request params, results, frame encoding.
+"""Wire models of the SDK JSON-RPC protocol (spec 06 §4–§7): request params, results, ids (frames: ``framing``).
 
 The params models check the raw ``params`` object in the order spec 06 §5 fixes and raise
 :class:`WireError` with the exact ``-32603`` message; results are validated by the client with the
@@ -8,10 +8,7 @@ boundary: notifications stay plain dicts.
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from collections.abc import Callable
 from typing import Any, TypeGuard
 
 from pydsh.kernel.config import BaseModel, ConfigDict, model_validator
@@ -19,7 +16,6 @@ from pydsh.kernel.config import BaseModel, ConfigDict, model_validator
 SERVER_INFO = {"name": "deepseek-harness-sdk-runtime", "version": "0.0.1"}
 INTERNAL_ERROR = -32603
 MAX_SAFE_INTEGER = 2**53 - 1
-MAX_LINE_BYTES = 64 * 1024 * 1024
 METHODS = (
     "initialize",
     "session/prompt",
@@ -33,78 +29,9 @@ NOTIFICATIONS = ("session.event", "session.status", "subagent.started", "subagen
 DELTA_NOTIFICATION = "pydsh.session.delta"
 TEAM_NOTIFICATION = "pydsh.team"
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 class WireError(Exception):
     """A request the server refuses; ``str(exc)`` is the ``-32603`` message sent back."""
-
-
-def encode_frame(frame: dict[str, Any]) -> bytes:
-    """One compact UTF-8 frame plus ``\\n``; lone surrogates become ``\\udXXX`` escapes like ``JSON.stringify``."""
-    text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    try:
-        return (text + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        paired = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-        escaped = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", paired)
-        return (escaped + "\n").encode("utf-8")
-
-
-class LineSplitter:
-    """Cuts a byte stream into lines; a line over ``limit`` bytes is dropped and reported once."""
-
-    def __init__(self, on_overflow: Callable[[int], None], limit: int = MAX_LINE_BYTES) -> None:
-        self.limit = limit
-        self._on_overflow = on_overflow
-        self._buf = bytearray()
-        self._discarding = False
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines ``chunk`` completes (without their ``\\n``)."""
-        lines: list[bytes] = []
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            piece = chunk[start:end]
-            start = end + 1
-            if self._discarding:
-                self._discarding = False
-            elif len(self._buf) + len(piece) > self.limit:
-                self._on_overflow(self.limit)
-            else:
-                self._buf += piece
-                lines.append(bytes(self._buf))
-            self._buf.clear()
-        rest = chunk[start:]
-        if not self._discarding:
-            if len(self._buf) + len(rest) > self.limit:
-                self._discarding = True
-                self._buf.clear()
-                self._on_overflow(self.limit)
-            else:
-                self._buf += rest
-        return lines
-
-    def finish(self) -> list[bytes]:
-        """The unterminated last line at end of input, if any."""
-        tail = bytes(self._buf)
-        self._buf.clear()
-        return [tail] if tail and not self._discarding else []
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def decode_line(line: bytes) -> Any:
-    """The JSON value of one inbound line, or ``None`` for a blank or unparsable line (ignored)."""
-    text = line.decode("utf-8", "replace").strip()
-    if not text:
-        return None
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        return None
 
 
 def is_request_id(value: object) -> TypeGuard[str | float]:

@@ -24,7 +24,7 @@ import deepseek_harness.client as published_client
 import pytest
 
 import pydsh.sdk.client as our_client
-from pydsh.sdk.protocol import decode_line
+from pydsh.sdk.framing import decode_line
 from pydsh.testing.mock_model_server import MockModelServer
 
 REPO = Path(__file__).resolve().parents[2]

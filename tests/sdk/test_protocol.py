@@ -10,10 +10,10 @@ from pydantic import ValidationError
 
 from pydsh.kernel.errors import KernelError
 from pydsh.kernel.plugin import resolve_plugin, validate_config
+from pydsh.sdk.framing import MAX_DEPTH, FrameError, LineSplitter, decode_line, encode_frame, parse_frame
 from pydsh.sdk.protocol import (
     InitializeParams,
     InitializeResult,
-    LineSplitter,
     PromptParams,
     PromptResult,
     ResumeParams,
@@ -22,9 +22,7 @@ from pydsh.sdk.protocol import (
     WireError,
     WorkingDirectoryParams,
     WorkingDirectoryResult,
-    decode_line,
     echo_id,
-    encode_frame,
     is_request_id,
     safe_positive_int,
 )
@@ -53,6 +51,24 @@ def test_inbound_lines() -> None:
     assert decode_line(b'{"n": NaN}') is None
     assert decode_line(b"[1,2]") == [1, 2]
     assert decode_line(b'"\xff"') == "\ufffd"
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 5_000, 200_000])
+def test_a_frame_nested_too_deep_is_refused_not_fatal(depth: int) -> None:
+    """However deep a peer nests a frame, parsing refuses it with one message (no RecursionError)."""
+    line = b"[" * depth + b"]" * depth
+    with pytest.raises(FrameError, match=f"nests deeper than {MAX_DEPTH} levels"):
+        parse_frame(line)
+    assert decode_line(line) is None
+    deep_object = b'{"a":' * depth + b"1" + b"}" * depth
+    assert decode_line(deep_object) is None
+
+
+def test_a_frame_at_the_depth_bound_parses() -> None:
+    line = b"[" * MAX_DEPTH + b"]" * MAX_DEPTH
+    assert parse_frame(line) is not None
+    with pytest.raises(FrameError, match="not valid JSON"):
+        parse_frame(b"{oops")
 
 
 def test_ids() -> None:
