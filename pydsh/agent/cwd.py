@@ -43,6 +43,22 @@ def quote(path: str) -> str:
     return json.dumps(path, ensure_ascii=False)
 
 
+def directory_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a working directory (a phrase after the quoted path), or ``None``: it must be
+    an existing directory named by a usable path (no NUL, no unpaired surrogate)."""
+    if not path:
+        return "is empty"
+    if "\0" in path:
+        return "contains a NUL character"
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        return "is not a valid file name (it holds an unpaired UTF-16 surrogate)"
+    if not os.path.isdir(path):
+        return "is not an existing directory"
+    return None
+
+
 def origin(session: Session) -> str:
     """The session workspace: its header ``cwd`` (the process cwd for a header without one)."""
     return str(session.header.get("cwd") or os.getcwd())
@@ -56,12 +72,18 @@ class WorkingDirectory:
         return session.fold(CWD) or origin(session)
 
     def current(self, agent: Agent) -> str:
-        """The effective directory; one that vanished is restored to the workspace with a note."""
+        """The effective directory; one that vanished is restored to the workspace with one note.
+
+        When the workspace itself is gone there is nowhere to go: the session stays on it and no note is
+        repeated (a note per step would make every step queue the input of the next, with no end).
+        """
         session = agent.session
         cwd = self.logged(session)
-        if os.path.isdir(cwd):
+        if directory_problem(cwd) is None:
             return cwd
         home = origin(session)
+        if cwd == home:
+            return home
         session.append("working-directory/change", {"cwd": home})
         text = f"The working directory {quote(cwd)} is unavailable. The working directory is now {quote(home)}."
         agent.inject(user_message(text, {"kind": "working-directory"}))
@@ -77,7 +99,7 @@ class WorkingDirectory:
             raise WorkingDirectoryError("working-directory: cd must not be empty")
         old = self.current(agent)
         new = os.path.normpath(os.path.join(old, os.path.expanduser(path)))
-        if not os.path.isdir(new):
+        if directory_problem(new) is not None:
             raise WorkingDirectoryError(f"working-directory: directory does not exist: {quote(path)}")
         if new == old:
             return new

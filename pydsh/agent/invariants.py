@@ -1,7 +1,9 @@
-"""Invariant companions of the agent loop (spec 03 §12): model-visible means logged, status alternates."""
+"""Invariant companions of the agent loop (spec 03 §12): model-visible means logged, status alternates, and
+the loop never feeds itself: a step follows a tool-free answer only for input from outside the step."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import weakref
 from collections.abc import Awaitable, Callable
@@ -61,3 +63,56 @@ def install(ctx: Context, fail: Fail) -> None:
 
     ctx.on("llm/stream", request_is_logged, prepend=True, global_=True)
     ctx.on("agent/status", status_alternates, global_=True)
+    install_progress(ctx, fail)
+
+
+def install_progress(ctx: Context, fail: Fail) -> None:
+    """The loop steps only on new input from outside: after a step whose answer called no tools, the next
+    step of the turn must claim input someone other than the agent's own step preparation queued.
+
+    Input an agent queues for itself while preparing a step (in its own task, between
+    ``agent/step-preparing`` and the model call: pre-step listeners, prompt assembly, runtime contexts)
+    rides along with the next step another cause starts; were it the only cause, every step would queue
+    the input of the next and the agent would call the model forever.
+    """
+    agents = ctx.require("agents")
+    preparing: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+    self_fed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+    called_tools: dict[str, bool] = {}
+
+    def step_preparing(payload: dict[str, Any]) -> None:
+        agent, step, claimed = payload["agent"], payload["step"], payload["claimed"]
+        fed = self_fed.get(agent, set())
+        if step > 1 and not called_tools.get(agent.id) and claimed and all(m["id"] in fed for m in claimed):
+            fail(
+                f"agent {agent.id} took step {step} of turn {payload['turn']} only on input it queued for itself "
+                f"while preparing step {step - 1} (no new input from outside: the loop would never stop)"
+            )
+        self_fed[agent] = set()
+        preparing[agent] = True
+
+    def inserted(payload: dict[str, Any]) -> None:
+        agent = payload["agent"]
+        if preparing.get(agent) and asyncio.current_task() is getattr(agent, "_activity", None):
+            self_fed.setdefault(agent, set()).add(payload["message"]["id"])
+
+    async def model_called(options: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
+        agent = agents.get(options.get("sessionId") or "")
+        if agent is not None:
+            preparing[agent] = False
+        return await nxt()
+
+    def step_events(session: Any, event: dict[str, Any]) -> None:
+        if event["type"] == "step/start":
+            called_tools[session.id] = False
+        elif event["type"] == "tool/call":
+            called_tools[session.id] = True
+
+    def forget(session: Any) -> None:
+        called_tools.pop(session.id, None)
+
+    ctx.on("agent/step-preparing", step_preparing, global_=True)
+    ctx.on("agent/inbox/inserted", inserted, global_=True)
+    ctx.on("llm/stream", model_called, prepend=True, global_=True)
+    ctx.on("session/event", step_events, global_=True)
+    ctx.on("session/disposed", forget, global_=True)

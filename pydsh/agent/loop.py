@@ -42,6 +42,7 @@ define_event("agent/error", "emit")
 define_event("agent/inbox/inserted", "emit")
 define_event("agent/inbox/discarded", "emit")
 define_event("agent/inbox/claimed", "emit")
+define_event("agent/step-preparing", "emit")
 define_event("agent/pre-step", "waterfall")
 define_event("agent/request-error", "waterfall")
 define_event("agent/turn-stopping", "serial")
@@ -119,6 +120,8 @@ class LoopAgent:
         self.turn = 0
         self.step = 0
         self._attempts = 0
+        self._preparing = False
+        self._self_fed: set[str] = set()
         self.disposed = False
 
     def __repr__(self) -> str:
@@ -148,6 +151,8 @@ class LoopAgent:
         waking_after_abort = wakeup and self._phase != "idle" and aborted
         if waking_after_abort:
             target = "next-turn"
+        if self._preparing and asyncio.current_task() is self._activity:
+            self._self_fed.add(message["id"])
         self.inbox.append(target, message)
         if wakeup:
             self._wake(waking_after_abort)
@@ -202,6 +207,7 @@ class LoopAgent:
         """Abort the running activity with ``cause``; without ``keep_inbox`` drop pending input."""
         if not keep_inbox:
             self.inbox.clear()
+            self._self_fed.clear()
             if self._phase != "idle":
                 self._wake_requested = False
         if self._phase != "idle" and self._abort is not None:
@@ -270,12 +276,12 @@ class LoopAgent:
                 finally:
                     self.session.append("step/end", {"turn": turn, "step": step})
                 signal.throw_if_aborted()
-                if ends is not None and not self.inbox.next_step:
+                if ends is not None and not self._step_input():
                     await self.ctx.serial(
                         "agent/turn-stopping", {"agent": self, "turn": turn, "signal": signal}, scope=self
                     )
                     signal.throw_if_aborted()
-                if ends is not None and not self.inbox.next_step:
+                if ends is not None and not self._step_input():
                     break
                 target = "next-step"
         except BaseException as exc:
@@ -291,13 +297,20 @@ class LoopAgent:
                     log.warning('agent "%s" turn %d failed: %s', self.id, turn, error_chain(exc))
             raise
         finally:
+            self._preparing = False
             self.session.append("turn/end", {"turn": turn, "reason": ends or {"kind": "completed"}})
-        if not self.inbox.has_pending:
+        if not (self.inbox.next_turn or self._step_input()):
             return False
         self._abort = AbortController()
         self._wake_requested = False
         self.step = 0
         return True
+
+    def _step_input(self) -> bool:
+        """Whether ``next-step`` input calls for another step: anything but what this agent queued for
+        itself while preparing a step. That input rides along with the next step another cause starts;
+        letting it start one would let every step queue the input of the next, forever (spec 03 §12)."""
+        return any(m["id"] not in self._self_fed for m in self.inbox.next_step)
 
     def _answer_unanswered(self, step_start: int) -> None:
         """Interrupted results for calls of the failing step that have none (spec 03 §5)."""
@@ -313,6 +326,11 @@ class LoopAgent:
 
     async def _pre_step(self, target: Target, turn: int, step: int, signal: AbortSignal) -> Decision:
         claimed = self.inbox.claim(target, turn)
+        self._self_fed.difference_update(m["id"] for m in claimed)
+        self._preparing = True
+        self.ctx.emit(
+            "agent/step-preparing", {"agent": self, "turn": turn, "step": step, "claimed": claimed}, scope=self
+        )
         prompt = self.loop.system_prompt
         assembly = await prompt.assemble(agent=self, signal=signal)
 
@@ -355,6 +373,7 @@ class LoopAgent:
                 self.session.append("user/message", snapshot, surface_op="append")
             first_attempt = False
             request = self.requests.build(config, prepared, tools, requested_series)
+            self._preparing = False
             await asyncio.sleep(0)
             result = await self._attempt(request, prepared, signal)
             if result.failure is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -69,4 +70,97 @@ async def test_the_loop_built_request_is_frozen(tmp_path: Path) -> None:
     events = await host.run(agent, "go")
     assert refused == ["logged event data is immutable"] * 2
     assert "assistant/message" in types(events)
+    await host.close()
+
+
+# -- progress: the loop never feeds itself ---------------------------------------------------------
+
+
+def note_every_step(host: Any) -> None:
+    """A pre-step listener that queues a note at every step, as the vanished-directory recovery once did."""
+
+    async def note(payload: dict[str, Any], nxt: Any) -> Any:
+        payload["agent"].inject(user_message("a note the runtime wrote for itself", {"kind": "working-directory"}))
+        return await nxt()
+
+    host.kernel.ctx.on("agent/pre-step", note)
+
+
+async def test_input_an_agent_queues_for_itself_while_preparing_rides_along_and_starts_no_step(tmp_path: Path) -> None:
+    host = await start_host([{"text": "one"}, {"text": "two"}])
+    agent = (await host.create(tmp_path)).agent
+    note_every_step(host)
+    first = await host.run(agent, "go")
+    assert types(first).count("step/start") == 1
+    assert [e["data"]["reason"]["kind"] for e in first if e["type"] == "turn/end"] == ["completed"]
+    second = await host.run(agent, "again")
+    texts = [e["data"]["content"][0]["text"] for e in second if e["type"] == "user/message"]
+    assert texts[:2] == ["a note the runtime wrote for itself", "again"]
+    assert types(second).count("step/start") == 1
+    await host.close()
+
+
+async def test_a_loop_that_steps_on_its_own_input_is_a_violation(
+    tmp_path: Path, violations: Violations, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The companion checks the loop from outside: were the loop to step on any pending input again, the
+    note-every-step listener would keep it calling the model, and the companion ends the turn instead."""
+    from pydsh.agent.loop import LoopAgent
+
+    monkeypatch.setattr(LoopAgent, "_step_input", lambda self: bool(self.inbox.next_step))
+    host = await start_host([{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    agent = (await host.create(tmp_path)).agent
+    note_every_step(host)
+    events = await host.run(agent, "go")
+    [violation] = violations.take()
+    assert violation.startswith(f"[agent-loop] agent {agent.id} took step 2 of turn 1 only on input it queued")
+    [end] = [e for e in events if e["type"] == "turn/end"]
+    assert end["data"]["reason"]["kind"] == "error"
+    assert types(events).count("assistant/message") == 1
+    with pytest.raises(ExceptionGroup):
+        await host.close()
+
+
+async def test_input_from_outside_or_after_tool_calls_continues_the_turn(tmp_path: Path) -> None:
+    """Steering from another task, and a note beside tool results, are progress: no violation."""
+    script = [
+        {"tool_calls": [{"name": "working_directory", "arguments": {"cd": "sub"}}]},
+        {"text": "in sub"},
+        {"text": "steered"},
+    ]
+    (tmp_path / "sub").mkdir()
+    host = await start_host(script)
+    agent = (await host.create(tmp_path)).agent
+    calls = 0
+
+    async def steer_in_step_two(options: dict[str, Any], nxt: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            asyncio.get_running_loop().call_soon(agent.steer, user_message("and then this"))
+            await asyncio.sleep(0.01)
+        return await nxt()
+
+    host.kernel.ctx.on("llm/stream", steer_in_step_two)
+    events = await host.run(agent, "go")
+    assert [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"] == ["completed"]
+    assert types(events).count("step/start") == 3
+    await host.close()
+
+
+async def test_a_vanished_workspace_gets_one_note_and_the_turn_ends(tmp_path: Path) -> None:
+    """The directory recovery notes a change once; with the workspace itself gone it has nothing to say."""
+    workspace = tmp_path / "work"
+    (workspace / "sub").mkdir(parents=True)
+    script = [{"tool_calls": [{"name": "working_directory", "arguments": {"cd": "sub"}}]}, {"text": "a"}, {"text": "b"}]
+    host = await start_host(script)
+    agent = (await host.create(workspace)).agent
+    await host.run(agent, "enter sub")
+    (workspace / "sub").rmdir()
+    workspace.rmdir()
+    events = await host.run(agent, "still there?")
+    notes = [e for e in events if e["type"] == "working-directory/change"]
+    assert [n["data"]["cwd"] for n in notes] == [str(workspace)]
+    assert [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"] == ["completed"]
+    assert types(events).count("step/start") == 1
     await host.close()
