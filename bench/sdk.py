@@ -46,7 +46,8 @@ DRIVER = """
 import os, sys, time
 marks = [time.perf_counter()]
 import asyncio
-from pydsh.apps.host import boot, configure_logging, strict_config_errors
+from pydsh.host import Host
+from pydsh.host.launch import configure_logging
 from pydsh.kernel.compose import resolve_rows, walk
 from pydsh.kernel.plugin import GROUP_ALIASES, plugin_ref, resolve_plugin
 from pydsh.kernel.profiles import compose_profile
@@ -60,14 +61,13 @@ marks.append(time.perf_counter())
 configure_logging()
 
 async def serve():
-    kernel = await boot(rows, "sdk")
-    assert not strict_config_errors(kernel)
+    host = await Host.of_rows("sdk", rows).start(service="app")
     marks.append(time.perf_counter())
     os.write(2, ("bench-marks " + " ".join(map(repr, marks)) + " %d\\n" % len(sys.modules)).encode())
     try:
-        return await kernel.ctx.get("app").run([])
+        return await host.ctx.get("app").run(host, [])
     finally:
-        await kernel.dispose()
+        await host.close()
 
 sys.exit(asyncio.run(serve()))
 """

@@ -18,7 +18,7 @@ from typing import Any
 
 from session_log import Clock, real_request_header, write_session
 
-from pydsh.embed import Host
+from pydsh.host import Host
 from pydsh.session.events import make_header
 from pydsh.session.persistence.jsonl import JsonlPersistence, encode_segment, project_key
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydsh.embed import Host
+from pydsh.host import Host
 from pydsh.kernel import Kernel
 from pydsh.session.events import make_header, thaw
 from pydsh.session.log import SessionStore

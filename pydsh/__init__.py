@@ -34,7 +34,7 @@ __all__ = [
 _EMBED = frozenset(__all__) - {"__version__"}
 
 if TYPE_CHECKING:
-    from pydsh.embed import (
+    from pydsh.host import (
         Agent,
         AgentEvent,
         AssistantMessage,
@@ -58,7 +58,7 @@ def __getattr__(name: str) -> Any:
     """Load the embedding API on first access (PEP 562)."""
     if name not in _EMBED:
         raise AttributeError(f"module 'pydsh' has no attribute {name!r}")
-    value = getattr(importlib.import_module("pydsh.embed"), name)
+    value = getattr(importlib.import_module("pydsh.host"), name)
     globals()[name] = value
     return value
 

@@ -273,7 +273,7 @@ def test_import_pydsh_loads_nothing_else() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "['pydsh']"
-    assert pydsh.open_host.__module__ == "pydsh.embed"
+    assert pydsh.open_host.__module__ == "pydsh.host.host"
     assert set(pydsh.__all__) <= set(dir(pydsh))
     with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
         pydsh.nonesuch  # type: ignore[attr-defined]  # noqa: B018

@@ -160,6 +160,6 @@ def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
             return 0
     except (ProfileError, KernelError) as exc:
         return start_up_failed(exc)
-    from pydsh.apps.host import run_app
+    from pydsh.host.launch import run_app
 
     return run_app(launch.profile, rows, launch.app_args)

@@ -11,28 +11,35 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import sys
 import uuid
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from pydsh.agent.agent import AgentOptions, user_message
-from pydsh.agent.presets import RemoteError, header_preset, preset_setup
-from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
 from pydsh.compaction.engine import CompactionError
+from pydsh.host import Agent, AgentSpec, Host, HostError, RunResult
+from pydsh.host.workspace import check_workspace
 from pydsh.kernel.context import Context
-from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.events import Event
 from pydsh.session.ids import session_id_problem
 from pydsh.session.log import Session
-from pydsh.session.persistence.base import SessionPersistence
+
+if TYPE_CHECKING:
+    from pydsh.host.run import Receipt
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WAIT_CHILDREN_S = 600.0
+"""How long a run waits, after the agent's own turn, for the background subagents it started (10 minutes)."""
 USAGE = (
     'pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M] [--preset ID]'
+    " [--wait-children SECONDS]"
     "\n       pydsh headless --compact ID"
 )
+EXIT_USAGE = 2
+USAGE_REFUSALS = frozenset(
+    {"not_found", "exists", "bad_workspace", "bad_session_id", "unknown_preset", "member_session"}
+)
+"""Refusals of the command line's own session options: exit 2 like any usage error."""
 
 
 class HeadlessUsageError(Exception):
@@ -42,6 +49,13 @@ class HeadlessUsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
         raise HeadlessUsageError(f"error: {message}")
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise ValueError(text)
+    return value
 
 
 def parse_args(args: list[str]) -> argparse.Namespace:
@@ -54,6 +68,13 @@ def parse_args(args: list[str]) -> argparse.Namespace:
     parser.add_argument("--provider")
     parser.add_argument("--model")
     parser.add_argument("--preset", help="agent preset of a new session (profiles with a preset roster)")
+    parser.add_argument(
+        "--wait-children",
+        type=_seconds,
+        default=WAIT_CHILDREN_S,
+        metavar="SECONDS",
+        help=f"how long to wait for background subagents after the turn (default {WAIT_CHILDREN_S:g})",
+    )
     parser.add_argument("--compact", metavar="ID", help="compact the history of a persisted session and exit")
     ns = parser.parse_args(args)
     if ns.compact is not None:
@@ -71,10 +92,13 @@ def parse_args(args: list[str]) -> argparse.Namespace:
         raise HeadlessUsageError(f"error: --session id {problem}")
     if bool(ns.provider) != bool(ns.model):
         raise HeadlessUsageError("error: give --provider and --model together")
-    if ns.cwd and not os.path.isdir(ns.cwd):
-        raise HeadlessUsageError(f'error: --cwd "{ns.cwd}" is not an existing directory')
+    if ns.cwd:
+        try:
+            ns.cwd = check_workspace(ns.cwd)
+        except HostError as exc:
+            raise HeadlessUsageError(f"error: --{exc}") from None
     if ns.task == "-":
-        ns.task = sys.stdin.read()
+        ns.task = sys.stdin.buffer.read().decode("utf-8", "replace")
     if not ns.task.strip():
         raise HeadlessUsageError("error: the task is empty")
     return ns
@@ -141,160 +165,160 @@ def _cut(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def run_summary(session: Session, since: int) -> dict[str, Any]:
-    """Final text, last turn-end reason and summed usage of the events from ``since`` on."""
-    final = ""
-    reason: dict[str, Any] | None = None
-    usage: dict[str, int] = {}
-    for event in session.events[since:]:
-        if event["type"] == "assistant/message":
-            text = "".join(b["text"] for b in event["data"]["message"]["content"] if b["type"] == "text")
-            if text:
-                final = text
-            for key, value in (event["data"].get("usage") or {}).items():
-                usage[key] = usage.get(key, 0) + value
-        elif event["type"] == "turn/end":
-            reason = event["data"]["reason"]
-    return {"final_response": final, "reason": reason, "usage": usage}
-
-
 class HeadlessApp:
-    """The ``app`` service of the headless profile."""
+    """The ``app`` service of the headless profile: one task, run to a settled end."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
-    async def run(self, args: list[str]) -> int:
+    async def run(self, host: Host, args: list[str]) -> int:
         try:
             ns = parse_args(args)
         except HeadlessUsageError as exc:
             print(exc, file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         except SystemExit as exc:
             return int(exc.code or 0)
+        if ns.compact is not None:
+            return await self._compact(host, ns.compact)
         try:
-            return await self._run(ns)
-        except SessionError as exc:
-            print(f"pydsh: {exc}", file=sys.stderr)
-            return 1
+            agent = await self._open(host, ns)
+        except HostError as exc:
+            return refused(exc)
+        return await self._run(host, agent, ns)
 
-    async def _open(self, ns: argparse.Namespace) -> Any:
-        agents: AgentRegistry = self.ctx.require("agents")
-        options = AgentOptions(provider=ns.provider, model=ns.model)
+    async def _open(self, host: Host, ns: argparse.Namespace) -> Agent:
+        spec = AgentSpec(cwd=ns.cwd, provider=ns.provider, model=ns.model, preset=ns.preset)
         if ns.resume:
-            try:
-                return await agents.resume(ns.resume, agent_options=options, setup=preset_setup(self.ctx))
-            except SessionPersistenceNotFoundError:
-                raise HeadlessUsageError(f'error: session "{ns.resume}" not found') from None
-        if ns.session:
-            persistence: SessionPersistence | None = self.ctx.get("session_persistence")
-            exists = self.ctx.require("sessions").get(ns.session) is not None or (
-                persistence is not None and await persistence.exists(ns.session)
-            )
-            if exists:
-                raise HeadlessUsageError(
-                    f'error: session "{ns.session}" already exists; continue it with --resume {ns.session}'
-                )
-        cwd = os.path.abspath(ns.cwd or os.getcwd())
-        return await agents.create(
-            CreateAgentOptions(
-                session_id=ns.session,
-                cwd=cwd,
-                agent_options=options,
-                agent_preset=header_preset(self.ctx, ns.preset),
-                setup=preset_setup(self.ctx),
-            )
-        )
-
-    async def _compact(self, session_id: str) -> int:
-        """``--compact ID``: resume, compact the whole balanced history from idle, flush, exit."""
-        agents: AgentRegistry = self.ctx.require("agents")
+            return await host.resume(ns.resume, spec)
         try:
-            handle = await agents.resume(session_id, setup=preset_setup(self.ctx))
-        except SessionPersistenceNotFoundError:
-            print(f'error: session "{session_id}" not found', file=sys.stderr)
-            return 2
-        agent = handle.agent
-        trace = Trace(sys.stderr, agent.id)
-        self.ctx.on("session/event", trace.event, global_=False)
+            return await host.create(spec, ns.session)
+        except HostError as exc:
+            if exc.code == "exists":
+                raise HostError(f"{exc}; continue it with --resume {ns.session}", "exists") from None
+            raise
+
+    async def _compact(self, host: Host, session_id: str) -> int:
+        """``--compact ID``: resume, compact the whole balanced history from idle, flush, exit."""
+        try:
+            agent = await host.resume(session_id)
+        except HostError as exc:
+            return refused(exc)
+        live = agent.live
+        self.ctx.on("session/event", Trace(sys.stderr, agent.session_id).event, global_=False)
         roster = self.ctx.get("agent_presets")
-        engine = roster.service_for(agent, "compaction") if roster is not None else None
+        engine = roster.service_for(live, "compaction") if roster is not None else None
         engine = engine or self.ctx.get("compaction")
         try:
             if engine is None:
                 print(f'pydsh: compact: no compaction engine is mounted for session "{session_id}"', file=sys.stderr)
                 return 1
             try:
-                result = await engine.compact_now(agent, None, str(uuid.uuid4()))
+                result = await engine.compact_now(live, None, str(uuid.uuid4()))
             except CompactionError as exc:
                 print(f"pydsh: compact: {exc}", file=sys.stderr)
                 return 1
             print(f"compacted {len(result.shadowed_seqs)} history messages of session {session_id} into a checkpoint")
             return 0
         finally:
-            await handle.dispose()
+            await agent.close()
 
-    async def _run(self, ns: argparse.Namespace) -> int:
-        if ns.compact is not None:
-            return await self._compact(ns.compact)
-        try:
-            handle = await self._open(ns)
-        except HeadlessUsageError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        except RemoteError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        agent = handle.agent
-        trace = Trace(sys.stderr, agent.id)
-        self.ctx.on("session/event", trace.event, global_=False)
+    async def _run(self, host: Host, agent: Agent, ns: argparse.Namespace) -> int:
+        self.ctx.on("session/event", Trace(sys.stderr, agent.session_id).event, global_=False)
         received: list[signal.Signals] = []
+        interrupted = asyncio.Event()
         loop = asyncio.get_running_loop()
 
         def on_signal(signum: signal.Signals) -> None:
             received.append(signum)
-            agent.cancel({"kind": "user"}, keep_inbox=True)
+            interrupted.set()
+            agent.cancel(keep_queue=True)
 
         for signum in INTERRUPTS:
             loop.add_signal_handler(signum, on_signal, signum)
+        failure: HostError | None = None
         try:
-            since = len(agent.session.events)
-            agent.followup(user_message(ns.task))
-            await agent.when_idle()
-            await self.ctx.require("sessions").flush(agent.session)
+            receipt = await agent.submit(ns.task)
+            cut_short = await settle_within(agent, ns.wait_children, interrupted)
+            result = agent.result(receipt.seq)
+        except HostError as exc:
+            failure = exc
         finally:
             for signum in INTERRUPTS:
                 loop.remove_signal_handler(signum)
-            await handle.dispose()
-        summary = run_summary(agent.session, since)
-        return self._report(ns, agent.id, summary, received[0] if received else None)
-
-    @staticmethod
-    def _report(
-        ns: argparse.Namespace, session_id: str, summary: dict[str, Any], interrupted: signal.Signals | None
-    ) -> int:
-        reason = summary["reason"] or {"kind": "completed"}
-        kind = reason["kind"]
-        if ns.json:
-            result = {
-                "final_response": summary["final_response"],
-                "finish_reason": kind,
-                "session_id": session_id,
-                "usage": summary["usage"],
-            }
-            print(json.dumps(result, ensure_ascii=False))
-        elif summary["final_response"]:
-            print(summary["final_response"])
-        if kind == "error":
-            error = reason["error"]
-            print(f"pydsh: {error.get('code')}: {error.get('message')}", file=sys.stderr)
-        if interrupted is not None:
+            try:
+                await agent.close()
+            except HostError as exc:
+                failure = failure or exc
+        if failure is not None:
+            return refused(failure)
+        if cut_short and not received:
+            names = ", ".join(cut_short)
             print(
-                f'pydsh: interrupted by {interrupted.name}; continue with: pydsh headless --resume {session_id} "..."',
+                f"pydsh: stopped waiting for background subagents after {ns.wait_children:g} s; "
+                f"their turns were aborted: {names}",
                 file=sys.stderr,
             )
-            return 128 + interrupted
-        return 0 if kind == "completed" else 1
+        return report(ns, result, receipt, received[0] if received else None, cut_short)
+
+
+async def settle_within(agent: Agent, bound: float, interrupted: asyncio.Event) -> list[str]:
+    """Wait for the agent's turn, then up to ``bound`` seconds (or an interrupt) for its background
+    subagents and the turns their results start; the names of those still running when it stopped."""
+    await agent.live.when_idle()
+    settling = asyncio.ensure_future(agent.settle())
+    stopping = asyncio.ensure_future(interrupted.wait())
+    try:
+        done, _ = await asyncio.wait({settling, stopping}, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
+        if settling in done:
+            settling.result()
+            return []
+        return await agent.unsettled()
+    finally:
+        settling.cancel()
+        stopping.cancel()
+
+
+def refused(exc: HostError) -> int:
+    """A session the command line asked for was refused: its one line, exit 2 for the user's own options."""
+    if exc.code in USAGE_REFUSALS:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"pydsh: {exc}", file=sys.stderr)
+    return 1
+
+
+def report(
+    ns: argparse.Namespace,
+    result: RunResult,
+    receipt: Receipt,
+    interrupted: signal.Signals | None,
+    cut_short: list[str],
+) -> int:
+    """Print the answer (or the JSON result) and the closing lines; the exit code."""
+    kind = result.finish_reason or "completed"
+    if ns.json:
+        out = {
+            "final_response": result.final_response,
+            "finish_reason": kind,
+            "session_id": result.session_id,
+            "usage": result.usage,
+        }
+        print(json.dumps(out, ensure_ascii=False))
+    elif result.final_response:
+        print(result.final_response)
+    if kind == "error" and result.error is not None:
+        print(f"pydsh: {result.error.get('code')}: {result.error.get('message')}", file=sys.stderr)
+    if interrupted is not None:
+        if cut_short:
+            print(f"pydsh: background subagents stopped by the interrupt: {', '.join(cut_short)}", file=sys.stderr)
+        print(
+            f"pydsh: interrupted by {interrupted.name}; continue with: "
+            f'pydsh headless --resume {result.session_id} "..."',
+            file=sys.stderr,
+        )
+        return 128 + interrupted
+    return 0 if kind == "completed" else 1
 
 
 name = "headless-app"

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pydsh.embed import DEFAULT_PROFILE, Host, Patch
+from pydsh.host import DEFAULT_PROFILE, Host, Patch
 
 FAST_RETRY = {"mode": "normal", "backoff": {"initialDelayMs": 1, "maxDelayMs": 1, "jitterRatio": 0}}
 SCRIPTED_PROVIDERS: list[dict[str, Any]] = [

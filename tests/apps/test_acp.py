@@ -664,7 +664,7 @@ def test_stdout_carries_only_protocol_frames(tmp_path: Path) -> None:
 
 
 async def test_a_closed_delivery_queue_never_holds_up_a_drain() -> None:
-    from pydsh.apps.acp_bridge import DeliveryQueue
+    from pydsh.apps.acp.updates import DeliveryQueue
 
     gate, sent = asyncio.Event(), []
 
@@ -695,6 +695,17 @@ def test_missing_extra_exits_two_naming_the_install_command(tmp_path: Path) -> N
 
 
 def test_the_acp_library_loads_only_when_the_row_activates() -> None:
-    probe = "import sys, pydsh.apps.acp, pydsh.apps.cli, pydsh.sdk.server; print('acp' in sys.modules)"
+    probe = "import sys, pydsh.apps.acp, pydsh.apps.cli, pydsh.apps.sdk; print('acp' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=bridge_env(), check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_a_frame_nested_too_deep_is_a_parse_error_and_the_bridge_keeps_serving(tmp_path: Path) -> None:
+    deep = "[" * 200_000 + "]" * 200_000
+    lines = [deep, '{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion": 1}}']
+    result = raw_bridge(tmp_path, lines)
+    assert result.returncode == 0, result.stderr
+    frames = [json.loads(line) for line in result.stdout.splitlines()]
+    assert frames[0]["error"]["code"] == -32700
+    assert frames[0]["error"]["data"]["detail"] == "the frame nests deeper than 100 levels"
+    assert frames[-1]["id"] == 7 and frames[-1]["result"]["protocolVersion"] == 1

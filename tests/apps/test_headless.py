@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -183,3 +184,27 @@ def test_signal_interrupts_the_turn_exits_128_plus_n_and_resumes(tmp_path: Path,
 async def _read(store: JsonlPersistence, sid: str) -> list[dict[str, Any]]:
     handle = await store.open(sid, "read")
     return await handle.read()
+
+
+DELEGATE = {"tool_calls": [{"name": "subagent", "arguments": {"description": "count", "prompt": "Count slowly"}}]}
+
+
+def test_background_subagents_are_waited_for_and_their_result_answers(tmp_path: Path) -> None:
+    patch = patch_file(tmp_path, [[DELEGATE, {"text": "started it"}, {"text": "it counted to three"}], [{"text": "3"}]])
+    result = run("--profile", "headless", "--patch", str(patch), "delegate", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "it counted to three\n"
+
+
+def test_waiting_for_background_subagents_is_bounded_and_says_what_it_cut_short(tmp_path: Path) -> None:
+    patch = patch_file(tmp_path, [[DELEGATE, {"text": "started it"}], [{"hang": True}]])
+    args = ("--profile", "headless", "--patch", str(patch), "delegate", "--wait-children", "1", "--session", "root")
+    result = run(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "started it\n"
+    [line] = [s for s in result.stderr.splitlines() if s.startswith("pydsh: stopped waiting")]
+    assert line.startswith("pydsh: stopped waiting for background subagents after 1 s; their turns were aborted: ")
+    store = JsonlPersistence(Path(os.environ["DSH_HOME"]) / "sessions")
+    child = next(r["header"]["id"] for r in asyncio.run(store.list()) if r["header"].get("parentSession") == "root")
+    ends = [e for e in asyncio.run(_read(store, child)) if e["type"] == "turn/end"]
+    assert ends[-1]["data"]["reason"]["kind"] == "aborted"

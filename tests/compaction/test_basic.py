@@ -20,7 +20,7 @@ from pydsh.compaction.engine import (
     tool_pairing_balanced_before,
 )
 from pydsh.compaction.summary import INSTRUCTION, PREAMBLE, SECTIONS
-from pydsh.embed import HostError
+from pydsh.host import HostError
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import resolve_rows
 from pydsh.testing import scripted_host

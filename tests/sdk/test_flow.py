@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pydsh.sdk.server import OUTBOUND_HIGH_WATER, AdmissionLocks, FrameWriter
+from pydsh.apps.sdk.server import AdmissionLocks
+from pydsh.apps.stdio import OUTBOUND_HIGH_WATER, FrameWriter
 from tests.sdk import plugins
 from tests.sdk.conftest import REPO, SAFETY_S
 

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from pydsh.host import Host
+from pydsh.kernel.compose import resolve_rows
 from pydsh.session.errors import SessionReadOnlyError
-from tests.agent.harness import start_host
+from pydsh.testing import scripted_patch
+from tests.agent.harness import compose, start_host
 from tests.apps.test_headless import patch_file, run
 from tests.sdk.conftest import Raw, error_of
 from tests.session.test_persistence import stored, turn
@@ -94,10 +97,11 @@ async def test_resume_of_a_log_that_cannot_be_written_fails_before_any_turn(
 async def test_headless_run_whose_log_cannot_be_written_ends_with_one_line_exit_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    host = await start_host([{"text": "never"}], bundles=("base", "agent-tools", "headless-app"))
+    comp = compose(["base", "agent-tools", "headless-app"], [scripted_patch([{"text": "never"}])])
+    host = await Host.of_rows("headless", resolve_rows(comp.rows)).start(service="app")
     try:
         Faults(monkeypatch).failing = {"fsync": errno.ENOSPC}
-        code = await host.kernel.ctx.require("app").run(["go", "--session", "s1", "--cwd", str(tmp_path)])
+        code = await host.ctx.require("app").run(host, ["go", "--session", "s1", "--cwd", str(tmp_path)])
     finally:
         monkeypatch.undo()
         await host.close()

@@ -26,7 +26,6 @@ from acp.schema import (
     ToolCallStart,
 )
 
-from pydsh.agent.agent import UserMessage, user_message
 from pydsh.session.events import Event, thaw
 from pydsh.tools.mcp import normalize_server_name
 
@@ -103,8 +102,8 @@ def same_directory(a: str, b: str) -> bool:
 # -- prompts ---------------------------------------------------------------------------------
 
 
-def admit_prompt(blocks: Sequence[Any], images: bool = False) -> UserMessage:
-    """The one user message of an ACP prompt (spec 11 §A.4 step 2); unsupported blocks are invalid."""
+def admit_prompt(blocks: Sequence[Any], images: bool = False) -> str:
+    """The text of the one user message of an ACP prompt (spec 11 §A.4 step 2); unsupported blocks are invalid."""
     run: list[str] = []
     for block in blocks:
         kind = block.type
@@ -122,7 +121,7 @@ def admit_prompt(blocks: Sequence[Any], images: bool = False) -> UserMessage:
     text = "".join(run)
     if not text.strip():
         raise invalid("empty prompt")
-    return user_message([{"type": "text", "text": text}], {"kind": "user"})
+    return text
 
 
 # -- session updates -------------------------------------------------------------------------
@@ -176,15 +175,11 @@ def tool_result_update(event: Event) -> ToolCallProgress:
     )
 
 
-def stop_reason(reason: dict[str, Any] | None) -> StopReason:
-    """The ACP stop reason of the deciding ``turn/end`` (an error turn raises ``turn failed``)."""
-    if reason is None:
+def stop_reason(kind: str | None) -> StopReason:
+    """The ACP stop reason of a turn's finish reason (``None``: the prompt never ran, so it was cancelled)."""
+    if kind is None:
         return "cancelled"
-    kind = reason.get("kind")
-    if kind == "error":
-        error = reason.get("error") or {}
-        raise internal(f"turn failed: {error.get('message', 'unknown error')}")
-    return STOP_REASONS.get(str(kind), "end_turn")
+    return STOP_REASONS.get(kind, "end_turn")
 
 
 # -- MCP servers declared by the client ------------------------------------------------------

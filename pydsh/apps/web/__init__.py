@@ -14,12 +14,15 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydsh.apps.web.hub import WebHub
 from pydsh.apps.web.options import WebOptions, WebUsageError, host_literal, is_loopback, parse_options, refusal
 from pydsh.apps.web.state import STATIC, Config, WebState
 from pydsh.kernel.context import Context
+
+if TYPE_CHECKING:
+    from pydsh.host import Host
 
 log = logging.getLogger("pydsh.web")
 
@@ -34,7 +37,7 @@ class WebApp:
         self.ctx = ctx
         self.config = config
 
-    async def run(self, args: list[str]) -> int:
+    async def run(self, host: Host, args: list[str]) -> int:
         try:
             options = parse_options(args)
         except WebUsageError as exc:
@@ -66,7 +69,7 @@ class WebApp:
                 f"pydsh web: warning: listening on {options.host}, reachable from other machines",
                 file=sys.stderr,
             )
-        return await serve(self.ctx, self.config, options, sock)
+        return await serve(host, self.config, options, sock)
 
 
 def bind(options: WebOptions) -> socket.socket:
@@ -112,7 +115,7 @@ class RunningServer:
 
 
 async def start_server(
-    ctx: Context, config: Config, options: WebOptions, sock: socket.socket, static_dir: Path = STATIC
+    host: Host, config: Config, options: WebOptions, sock: socket.socket, static_dir: Path = STATIC
 ) -> RunningServer:
     """Serve the app on ``sock`` from this loop (the page from ``static_dir``); returns once uvicorn listens."""
     import uvicorn
@@ -121,6 +124,7 @@ async def start_server(
     from pydsh.apps.web.auth import allowed_hosts, new_token
     from pydsh.kernel.compose import dsh_home
 
+    ctx = host.ctx
     port = sock.getsockname()[1]
     token = new_token()
     info = ctx.get("host_info") or {}
@@ -134,7 +138,7 @@ async def start_server(
         config=config,
         static_dir=static_dir,
     )
-    hub = WebHub(ctx)
+    hub = WebHub(host)
     hub.start()
     app = build_app(hub, state, allowed_hosts(options.host, port, options.trusted_hosts))
     server = _Server(
@@ -159,14 +163,14 @@ async def start_server(
     return RunningServer(base, token, hub, state, server, task, sock)
 
 
-async def serve(ctx: Context, config: Config, options: WebOptions, sock: socket.socket) -> int:
+async def serve(host: Host, config: Config, options: WebOptions, sock: socket.socket) -> int:
     """Run until SIGINT/SIGTERM (or the server fails), then stop cleanly and exit 0 (C2, C3, C5)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, stop.set)
     try:
-        running = await start_server(ctx, config, options, sock)
+        running = await start_server(host, config, options, sock)
         print(f"pydsh web: {running.url}", flush=True)
         if options.open_browser:
             loop.run_in_executor(None, _open_browser, running.url)

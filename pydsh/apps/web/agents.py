@@ -39,7 +39,7 @@ async def agent_tree(hub: WebHub, root_id: str) -> dict[str, Any]:
 async def _node(hub: WebHub, session_id: str, label: str | None, team: Any, budget: list[int]) -> dict[str, Any]:
     budget[0] -= 1
     try:
-        session = await hub.read(session_id)
+        session = await hub.views.read(session_id)
     except ApiError:
         return {"sessionId": session_id, "name": session_id[:8], "status": "inactive", "children": []}
     subagents = hub.ctx.get("subagents")
@@ -76,7 +76,7 @@ def _status(hub: WebHub, session: Session, children: list[dict[str, Any]]) -> st
 
 def _model(hub: WebHub, session: Session, route: dict[str, Any], name: str) -> dict[str, Any]:
     """The effective route of the latest request and where it came from."""
-    out = dict(route or hub.default_route())
+    out = dict(route or hub.views.default_route())
     member = session.header.get("origin") == "subagent"
     source = "descriptor" if member else "session"
     routes = hub.ctx.get("team_routes")

@@ -29,6 +29,8 @@ from pydsh.apps.web.guard import MAX_BODY, Guard
 from pydsh.apps.web.hub import WebHub
 from pydsh.apps.web.state import WebState
 from pydsh.apps.web.team import team_view
+from pydsh.kernel.text import utf8
+from pydsh.sdk.framing import MAX_DEPTH, FrameError, FrameTooDeep, parse_frame
 
 log = logging.getLogger("pydsh.web")
 
@@ -143,8 +145,10 @@ async def read_body(request: Request, model: type[M]) -> M:
         chunks.append(chunk)
     raw = b"".join(chunks)
     try:
-        data = json.loads(raw) if raw.strip() else {}
-    except ValueError:
+        data = parse_frame(raw) if raw.strip() else {}
+    except FrameTooDeep:
+        raise ApiError(400, "bad_json", f"The request body nests deeper than {MAX_DEPTH} levels.") from None
+    except FrameError:
         raise ApiError(400, "bad_json", "The request body is not valid JSON.") from None
     if not isinstance(data, dict):
         raise ApiError(422, "invalid_body", "The request body must be a JSON object.")
@@ -157,7 +161,7 @@ async def read_body(request: Request, model: type[M]) -> M:
 
 def check_prompt(prompt: PromptFields) -> None:
     """413 for text over 1 MB, 422 for empty text or an unknown time zone (before anything is queued)."""
-    if len(prompt.text.encode()) > MAX_PROMPT:
+    if len(utf8(prompt.text)) > MAX_PROMPT:
         raise ApiError(413, "prompt_too_large", "The prompt text is larger than 1 MB.")
     if not prompt.text.strip():
         raise ApiError(422, "empty_prompt", "The prompt text is empty.")
@@ -290,16 +294,16 @@ class Api:
         if request.method == "POST":
             body = await read_body(request, WorkspaceBody)
             workspace = self.state.add_workspace(body.path)
-            self.hub.index_topic.publish("", ("workspace", workspace, None))
+            self.hub.streams.index_topic.publish("", ("workspace", workspace, None))
             return JSONResponse({"workspace": workspace}, status_code=201)
-        summaries = await self.hub.list_summaries()
+        summaries = await self.hub.views.list_summaries()
         return JSONResponse({"workspaces": self.state.workspaces(summaries)})
 
     async def remove_workspace(self, request: Request) -> Response:
         await read_body(request, EmptyBody)
         workspace_id = request.path_params["workspaceId"]
-        self.state.remove_workspace(workspace_id, await self.hub.list_summaries())
-        self.hub.index_topic.publish("", ("workspace-removed", {"workspaceId": workspace_id}, None))
+        self.state.remove_workspace(workspace_id, await self.hub.views.list_summaries())
+        self.hub.streams.index_topic.publish("", ("workspace-removed", {"workspaceId": workspace_id}, None))
         return Response(status_code=204)
 
     # -- sessions -----------------------------------------------------------------------------
@@ -308,7 +312,7 @@ class Api:
         if request.method == "POST":
             return await self._create(request)
         params = request.query_params
-        rows = await self.hub.list_summaries()
+        rows = await self.hub.views.list_summaries()
         workspace, query = params.get("workspace"), (params.get("q") or "").lower()
         if workspace:
             rows = [r for r in rows if workspace in (r["workspaceId"], r["cwd"])]
@@ -332,31 +336,31 @@ class Api:
         out: dict[str, Any] = {}
         if body.prompt is not None:
             p = body.prompt
-            out = await self.hub.prompt(agent.id, p.text, "queue", p.clientMessageId, p.clientTimeZone)
+            out = await self.hub.prompt(agent.session_id, p.text, "queue", p.clientMessageId, p.clientTimeZone)
             out.pop("queued", None)
-        return JSONResponse({"session": self.hub.summary(agent.session), **out}, status_code=201)
+        return JSONResponse({"session": self.hub.views.summary(agent.session), **out}, status_code=201)
 
     async def session(self, request: Request) -> Response:
         sid = request.path_params["id"]
-        session = await self.hub.read(sid)
-        summary = self.hub.summary(session)
+        session = await self.hub.views.read(sid)
+        summary = self.hub.views.summary(session)
         subagents = self.hub.ctx.get("subagents")
         if summary.get("parentSessionId") and subagents is not None:
             summary["name"] = await subagents.full_name(sid)
-        projections = self.hub.projections(session)
-        projections["compaction"] = await self.hub.compaction_budget(session)
+        projections = self.hub.views.projections(session)
+        projections["compaction"] = await self.hub.views.compaction_budget(session)
         body = {
             "session": summary,
             "header": session.header,
             "projections": projections,
-            "pending": self.hub.pending(sid),
+            "pending": self.hub.waiting.pending(sid),
             "lastSeq": session.seq,
         }
         return JSONResponse(body)
 
     async def events(self, request: Request) -> Response:
         """A page of events that starts at a turn boundary: ``?before=&limit=`` or ``?tail=turns:N``."""
-        session = await self.hub.read(request.path_params["id"])
+        session = await self.hub.views.read(request.path_params["id"])
         events = session.events
         params = request.query_params
         tail = params.get("tail")
@@ -384,17 +388,17 @@ class Api:
         """The session stream (§4.3): hello, replay after ``after``/``Last-Event-ID``, then live frames."""
         sid = request.path_params["id"]
         after = _after(request)
-        sub, live_events, inflight = self.hub.subscribe(sid)
+        sub, live_events, inflight = self.hub.streams.subscribe(sid)
         try:
-            events = live_events if live_events is not None else list((await self.hub.read(sid)).events)
+            events = live_events if live_events is not None else list((await self.hub.views.read(sid)).events)
         except BaseException:
-            self.hub.unsubscribe(sid, sub)
+            self.hub.streams.unsubscribe(sid, sub)
             raise
         hello = {
             "sessionId": sid,
             "lastSeq": events[-1]["seq"] if events else -1,
-            "status": self.hub.status_of(sid),
-            "pending": self.hub.pending(sid),
+            "status": self.hub.views.status_of(sid),
+            "pending": self.hub.waiting.pending(sid),
         }
         replay: list[Frame] = [("hello", hello, None)]
         replay += [("session-event", e, e["seq"]) for e in events if e["seq"] > after]
@@ -404,17 +408,17 @@ class Api:
             replay.append(("team", team, None))
 
         def done() -> None:
-            self.hub.unsubscribe(sid, sub)
+            self.hub.streams.unsubscribe(sid, sub)
 
         return _sse(_frames(replay, sub, after), done)
 
     async def index_stream(self, request: Request) -> Response:
-        sub = self.hub.subscribe_index()
-        summaries = await self.hub.list_summaries()
+        sub = self.hub.streams.subscribe_index()
+        summaries = await self.hub.views.list_summaries()
         hello = {"sessions": summaries, "workspaces": self.state.workspaces(summaries)}
 
         def done() -> None:
-            self.hub.unsubscribe_index(sub)
+            self.hub.streams.unsubscribe_index(sub)
 
         return _sse(_frames([("hello", hello, None)], sub, None), done)
 
@@ -433,7 +437,7 @@ class Api:
     async def cancel(self, request: Request) -> Response:
         await read_body(request, EmptyBody)
         sid = request.path_params["id"]
-        await self.hub.read(sid)
+        await self.hub.views.read(sid)
         self.hub.cancel(sid)
         return JSONResponse({"accepted": True}, status_code=202)
 
@@ -444,7 +448,7 @@ class Api:
 
     async def permission(self, request: Request) -> Response:
         body = await read_body(request, PermissionBody)
-        agent = await self.hub.agent_for(request.path_params["id"])
+        agent = await self.hub.live_agent(request.path_params["id"])
         return JSONResponse({"preset": self.hub.set_permission(agent, body.preset)})
 
     async def model(self, request: Request) -> Response:
@@ -458,7 +462,7 @@ class Api:
 
     async def decide(self, request: Request) -> Response:
         body = await read_body(request, DecisionBody)
-        self.hub.decide(request.path_params["id"], request.path_params["approvalId"], body.outcome)
+        self.hub.waiting.decide(request.path_params["id"], request.path_params["approvalId"], body.outcome)
         return JSONResponse({"outcome": body.outcome})
 
     async def answer(self, request: Request) -> Response:
@@ -466,7 +470,7 @@ class Api:
         if not body.skip and body.answers is None:
             raise ApiError(422, "invalid_field", 'Send "answers" or "skip": true.')
         raw = body.model_dump(exclude_none=True)
-        result = self.hub.answer(request.path_params["id"], request.path_params["requestId"], raw)
+        result = self.hub.waiting.answer(request.path_params["id"], request.path_params["requestId"], raw)
         return JSONResponse(result)
 
     # -- agents, team, log --------------------------------------------------------------------
@@ -475,12 +479,12 @@ class Api:
         from pydsh.apps.web.agents import agent_tree
 
         sid = request.path_params["id"]
-        await self.hub.read(sid)
+        await self.hub.views.read(sid)
         return JSONResponse({"root": await agent_tree(self.hub, sid)})
 
     async def team(self, request: Request) -> Response:
         sid = request.path_params["id"]
-        await self.hub.read(sid)
+        await self.hub.views.read(sid)
         if not self.state.teams_composed():
             raise ApiError(404, "feature_unavailable", "Agent Teams is not composed in this profile.")
         return JSONResponse(team_view(self.hub, sid) or {"members": [], "tasks": []})
@@ -490,7 +494,7 @@ class Api:
         from pydsh.apps.web.messages import delivery
 
         sid = request.path_params["id"]
-        await self.hub.read(sid)
+        await self.hub.views.read(sid)
         if not self.state.agent_message_composed():
             raise ApiError(404, "feature_unavailable", "Cross-session messages are not composed in this profile.")
         return JSONResponse(await delivery(self.hub, sid))
@@ -498,7 +502,7 @@ class Api:
     async def log(self, request: Request) -> Response:
         """The stored v4 JSONL of a session (or a ZIP of its tree with ``?tree=1``), as an attachment."""
         sid = request.path_params["id"]
-        await self.hub.read(sid)
+        await self.hub.views.read(sid)
         if request.query_params.get("tree") == "1":
             data = await self.state.tree_zip(self.hub, sid)
             name = f"{sid}.sessions.zip"

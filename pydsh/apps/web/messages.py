@@ -25,7 +25,7 @@ async def delivery(hub: WebHub, session_id: str) -> dict[str, Any]:
     except ImportError:
         raise ApiError(404, "feature_unavailable", "Cross-session messages are not composed.") from None
     fold_inbox, relays_in, state_of = plugin.fold_inbox, plugin.relays_in, plugin.state_of
-    session = await hub.read(session_id)
+    session = await hub.views.read(session_id)
     sent = _sent(session.events)
     replies: dict[str, str] = {}
     for relay in relays_in(list(session.events)):
@@ -39,11 +39,11 @@ async def delivery(hub: WebHub, session_id: str) -> dict[str, Any]:
         to = item["to"]
         if to not in folds:
             try:
-                target = await hub.read(to)
+                target = await hub.views.read(to)
             except ApiError:
                 folds[to], titles[to] = (set(), set(), set()), to
             else:
-                folds[to], titles[to] = fold_inbox(list(target.events)), hub.title_of(target)
+                folds[to], titles[to] = fold_inbox(list(target.events)), hub.views.title_of(target)
         reply = replies.get(item["messageId"])
         state = "answered" if reply is not None else state_of(item["messageId"], *folds[to])
         entry = {**item, "toTitle": titles[to], "state": state}

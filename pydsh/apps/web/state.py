@@ -483,7 +483,7 @@ class WebState:
             data: bytes | None = await _thread(_read_log, directory)
             if data is not None:
                 return data
-        session = await hub.read(session_id)
+        session = await hub.views.read(session_id)
         lines = [json.dumps(session.header, ensure_ascii=False)]
         lines += [json.dumps(e, ensure_ascii=False) for e in session.events]
         return ("\n".join(lines) + "\n").encode()

@@ -84,7 +84,7 @@ async def open_web(
     )
     async with scripted as host:
         options = WebOptions(port=0, open_browser=False, cwd=str(workspace))
-        server = await start_server(host.ctx, config or Config(), options, bind(options), static_dir=static)
+        server = await start_server(host, config or Config(), options, bind(options), static_dir=static)
         try:
             async with httpx.AsyncClient(base_url=server.base, timeout=10) as client:
                 signed = await client.get(f"/?token={server.token}")

@@ -142,7 +142,7 @@ async def test_events_pages_start_at_turn_boundaries(web: Web) -> None:
 async def test_approval_is_answered_from_the_browser_and_a_second_answer_is_409(web: Web) -> None:
     sid = (await web.new_session("Run a command that needs approval"))["session"]["sessionId"]
     hub = web.server.hub
-    await until(lambda: hub.approvals)
+    await until(lambda: hub.waiting.approvals)
     pending = (await web.client.get(f"/api/sessions/{sid}")).json()["pending"]["approvals"]
     assert len(pending) == 1
     ask = pending[0]
@@ -171,7 +171,7 @@ async def test_approval_is_answered_from_the_browser_and_a_second_answer_is_409(
 @pytest.mark.parametrize("script", [[ESCALATE, {"text": "done"}]])
 async def test_a_rejected_approval_gives_the_rejection_result(web: Web) -> None:
     sid = (await web.new_session("Run it"))["session"]["sessionId"]
-    ask = (await until(lambda: list(web.server.hub.approvals.values())))[0]
+    ask = (await until(lambda: list(web.server.hub.waiting.approvals.values())))[0]
     response = await web.post(f"/api/sessions/{sid}/approvals/{ask.approval_id}", {"outcome": "rejected"})
     assert response.status_code == 200
     await web.idle(sid)
@@ -184,7 +184,7 @@ async def test_a_rejected_approval_gives_the_rejection_result(web: Web) -> None:
 @pytest.mark.parametrize("script", [[ESCALATE, {"text": "done"}]])
 async def test_stopping_the_server_cancels_a_waiting_approval(web: Web) -> None:
     sid = (await web.new_session("Run it"))["session"]["sessionId"]
-    await until(lambda: web.server.hub.approvals)
+    await until(lambda: web.server.hub.waiting.approvals)
     await web.server.hub.stop()
     assert web.host.ctx.require("sessions").get(sid) is None
     events = (await web.host.ctx.require("session_query").read_session(sid))["events"]
@@ -359,7 +359,7 @@ def tool_result_text(web: Web, session_id: str) -> str:
 @pytest.mark.parametrize("script", [[ASK, {"text": "thanks"}]])
 async def test_a_question_is_answered_from_the_browser(web: Web) -> None:
     sid = (await web.new_session("Ask me"))["session"]["sessionId"]
-    await until(lambda: web.server.hub.questions)
+    await until(lambda: web.server.hub.waiting.questions)
     detail = (await web.client.get(f"/api/sessions/{sid}")).json()
     question = detail["pending"]["questions"][0]
     assert question["questions"][0]["options"][0]["label"] == "Blue (Recommended)"
@@ -381,7 +381,7 @@ async def test_a_question_is_answered_from_the_browser(web: Web) -> None:
 @pytest.mark.parametrize("script", [[ASK, {"text": "ok"}]])
 async def test_skip_answers_every_question_with_nothing_selected(web: Web) -> None:
     sid = (await web.new_session("Ask me"))["session"]["sessionId"]
-    pending = (await until(lambda: list(web.server.hub.questions.values())))[0]
+    pending = (await until(lambda: list(web.server.hub.waiting.questions.values())))[0]
     response = await web.post(f"/api/sessions/{sid}/questions/{pending.request.request_id}", {"skip": True})
     assert response.json() == {"answers": [{"id": "q1", "selected": []}]}
     await web.idle(sid)
@@ -391,7 +391,7 @@ async def test_skip_answers_every_question_with_nothing_selected(web: Web) -> No
 @pytest.mark.parametrize("script", [[ASK, {"text": "ok"}]])
 async def test_typed_text_is_the_custom_answer(web: Web) -> None:
     sid = (await web.new_session("Ask me"))["session"]["sessionId"]
-    pending = (await until(lambda: list(web.server.hub.questions.values())))[0]
+    pending = (await until(lambda: list(web.server.hub.waiting.questions.values())))[0]
     body = {"answers": [{"id": "q1", "selected": [], "custom": "Teal"}]}
     assert (await web.post(f"/api/sessions/{sid}/questions/{pending.request.request_id}", body)).status_code == 200
     await web.idle(sid)

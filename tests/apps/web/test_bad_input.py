@@ -118,7 +118,7 @@ async def test_a_prompt_to_a_member_session_is_409(web: Web) -> None:
 async def test_a_prompt_to_a_session_owned_by_another_process_is_409(web: Web) -> None:
     sid = (await web.new_session("mine"))["session"]["sessionId"]
     await web.idle(sid)
-    await web.server.hub.handles.pop(sid).dispose()
+    await web.host.agent(sid).close()
     lock = web.host.ctx.require("session_persistence").find(sid) / "session.lock"
     fd = os.open(lock, os.O_RDWR)
     try:
@@ -197,3 +197,10 @@ async def test_a_stored_member_session_is_not_resumed_by_the_page(web: Web) -> N
     one_line_error(await web.put(f"/api/sessions/{member}/permission", {"preset": "read-only"}), 409, "member_session")
     assert ctx.require("agents").get(member) is None
     assert (await web.client.get(f"/api/sessions/{member}")).json()["session"]["status"] == "offline"
+
+
+@pytest.mark.parametrize("depth", [101, 100_000])
+async def test_a_body_nested_too_deep_is_one_400_and_the_server_keeps_serving(web: Web, depth: int) -> None:
+    body = b'{"cwd":' + b"[" * depth + b"]" * depth + b"}"
+    one_line_error(await web.client.post("/api/sessions", content=body, headers=JSON), 400, "bad_json")
+    assert (await web.client.get("/api/info")).status_code == 200

@@ -13,7 +13,7 @@ from pydsh.testing.hosts import scripted_patch
 PROBE = """
 import asyncio, sys
 from pydsh.apps.cli import main
-import pydsh.sdk.server, pydsh.sdk.client, pydsh.embed
+import pydsh.apps.sdk, pydsh.sdk.client, pydsh.host
 from pydsh.testing.hosts import scripted_host
 
 code = main(["headless", "--patch", sys.argv[1], "say hi"])

@@ -17,7 +17,7 @@ from tests.apps.web.test_api import read_stream, turn_ended, until
 @pytest.mark.parametrize("script", [[{"hang": True}]])
 async def test_a_stream_opened_mid_attempt_replays_its_frames_so_far(web: Web) -> None:
     sid = (await web.new_session("hang on"))["session"]["sessionId"]
-    await until(lambda: web.server.hub._inflight.get(sid))
+    await until(lambda: web.server.hub.streams.inflight.get(sid))
     frames = await read_stream(web, sid, lambda fs: any(f[0] == "assistant-stream" for f in fs))
     assert frames[0][0] == "hello" and frames[0][1]["status"] == "running"
     start = next(f[1] for f in frames if f[0] == "assistant-stream")
@@ -25,7 +25,7 @@ async def test_a_stream_opened_mid_attempt_replays_its_frames_so_far(web: Web) -
     assert start["startedAfterSeq"] == max(f[1]["seq"] for f in frames if f[0] == "session-event")
     assert (await web.post(f"/api/sessions/{sid}/cancel", {})).status_code == 202
     await web.idle(sid)
-    assert not web.server.hub._inflight.get(sid)
+    assert not web.server.hub.streams.inflight.get(sid)
 
 
 async def test_projection_frames_follow_a_turn(web: Web) -> None:
@@ -113,6 +113,6 @@ async def test_the_index_stream_shows_a_closed_session_offline(web: Web) -> None
 
     reader = asyncio.ensure_future(follow())
     await until(lambda: seen)
-    await web.server.hub.handles[sid].dispose()
+    await web.host.agent(sid).close()
     await asyncio.wait_for(reader, 10)
     assert seen[-1]["sessionId"] == sid and seen[-1]["title"] == "close me"

@@ -1,0 +1,43 @@
+"""The ``sdk-server`` plugin: ``pydsh --profile sdk`` serves SDK clients over stdio JSON-RPC (spec 06).
+
+When its row activates it takes fd 1 for frames (``sys.stdout`` and fd 1 itself then point at stderr),
+starts reading stdin, and provides the ``app`` service, which serves requests once the composition has
+settled (``server.py``); every session event, status change and subagent edge of the process is
+forwarded as a notification through the one writer (``notify.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydsh.apps.sdk.server import HELP, Config, SdkServer
+from pydsh.apps.stdio import FrameWriter, StdinReader, take_stdout
+from pydsh.kernel.context import Context
+
+__all__ = ["HELP", "Config", "SdkServer", "apply", "inject", "name"]
+
+name = "sdk-server"
+inject = ("agents", "sessions", "llm")
+
+
+async def apply(ctx: Context, config: Config) -> None:
+    """Take over stdio, start reading requests, and provide the ``app`` service."""
+    server: SdkServer | None = None
+
+    def output_lost() -> None:
+        if server is not None:
+            server.on_input_closed()
+
+    frame_fd, restore = take_stdout()
+    writer = FrameWriter(frame_fd, output_lost)
+
+    def release() -> None:
+        writer.close()
+        restore()
+
+    ctx.register(release)
+    await writer.open()
+    server = SdkServer(ctx, config, writer, StdinReader())
+    pump = asyncio.ensure_future(server.pump())
+    ctx.register(pump.cancel)
+    ctx.provide("app", server)

@@ -1,0 +1,224 @@
+"""The page's live streams: the kernel's events fanned out to each open session stream and to the index
+stream, with projection, index, agent-tree and Team updates coalesced on short timers (spec 12 §4.3)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydsh.apps.web.fanout import Subscriber, Topic
+from pydsh.apps.web.team import lead_of, team_view
+from pydsh.apps.web.views import METER_KEYS
+
+if TYPE_CHECKING:
+    from pydsh.agent.agent import Agent
+    from pydsh.apps.web.hub import WebHub
+    from pydsh.kernel.fiber import Disposer
+    from pydsh.session.events import Event
+    from pydsh.session.log import Session
+
+log = logging.getLogger("pydsh.web")
+
+INDEX = ""
+PROJECTION_INTERVAL_S = 0.1
+INDEX_INTERVAL_S = 0.25
+INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
+PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
+LIVE_KEYS = {"title", "todos", "sessionStats", "modelSelection", "permissionPreset"}
+
+
+class Streams:
+    """Session and index topics of one hub, fed by the kernel's events on the hub's loop."""
+
+    def __init__(self, hub: WebHub) -> None:
+        self.hub = hub
+        self.sessions_topic = Topic()
+        self.index_topic = Topic()
+        self.inflight: dict[str, list[dict[str, Any]]] = {}
+        self._dirty_projection: dict[str, set[str]] = {}
+        self._dirty_index: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    def listen(self) -> list[Disposer]:
+        """Subscribe to the kernel's events; the disposers of those subscriptions."""
+        ctx = self.hub.ctx
+        listeners = [
+            ctx.on("session/event", self._on_session_event),
+            ctx.on("agent/status", self._on_status),
+            ctx.on("agent/assistant-stream", self._on_stream),
+            ctx.on("agent/disposed", self._on_disposed),
+        ]
+        if ctx.get("agent_teams") is not None:
+            from pydsh.teams.service import ROUTES_CHANGED
+
+            listeners.append(ctx.on(ROUTES_CHANGED, self._mark_team))
+        projections = ctx.get("session_projections")
+        if projections is not None:
+            listeners.append(projections.on_changed(ctx, self._on_projection))
+        return listeners
+
+    def close(self) -> None:
+        """Stop every timer and end every open stream."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self.sessions_topic.close_all()
+        self.index_topic.close_all()
+
+    # -- subscribers ------------------------------------------------------------------------------
+
+    def subscribe(self, session_id: str) -> tuple[Subscriber, list[Event] | None, list[dict[str, Any]]]:
+        """Register a stream before reading the tail (rule 1): the live events and in-flight frames now,
+        or ``None`` events for a stored session (the caller reads them, deduplicating by seq)."""
+        sub = Subscriber()
+        self.sessions_topic.add(session_id, sub)
+        live = self.hub.store.get(session_id)
+        events = list(live.events) if live is not None else None
+        return sub, events, list(self.inflight.get(session_id, ()))
+
+    def unsubscribe(self, session_id: str, sub: Subscriber) -> None:
+        self.sessions_topic.remove(session_id, sub)
+
+    def subscribe_index(self) -> Subscriber:
+        sub = Subscriber()
+        self.index_topic.add(INDEX, sub)
+        return sub
+
+    def unsubscribe_index(self, sub: Subscriber) -> None:
+        self.index_topic.remove(INDEX, sub)
+
+    # -- kernel listeners -------------------------------------------------------------------------
+
+    def _on_session_event(self, session: Session, event: Event) -> None:
+        try:
+            self.hub.views.advance(session, event)
+            self.sessions_topic.publish(session.id, ("session-event", event, event["seq"]))
+            etype = event["type"]
+            if etype in PENDING_EVENTS:
+                self.pending_changed(session.id)
+            if etype in INDEX_EVENTS:
+                self.mark_index(session.id)
+            self._mark_projection(session.id, LIVE_KEYS)
+            if session.header.get("origin") == "subagent" or etype == "subagent/catalog":
+                self._mark_agents(session)
+            if etype.startswith("team/"):
+                self._mark_team(session.id)
+        except Exception:
+            log.warning("web fan-out of a session event failed", exc_info=True)
+
+    def _on_status(self, payload: dict[str, Any]) -> None:
+        agent: Agent = payload["agent"]
+        status = "running" if payload["status"] == "running" else "idle"
+        self.sessions_topic.publish(agent.id, ("status", {"status": status}, None))
+        self.mark_index(agent.id)
+        if agent.session.header.get("origin") == "subagent":
+            self._mark_agents(agent.session)
+            lead = lead_of(self.hub, agent.id)
+            if lead is not None:
+                self._mark_team(lead)
+
+    def _on_stream(self, payload: dict[str, Any]) -> None:
+        frame = payload["frame"]
+        sid = payload["agent"].id
+        if frame["type"] == "start":
+            self.inflight[sid] = [frame]
+        elif frame["type"] == "end":
+            self.inflight.pop(sid, None)
+        else:
+            self.inflight.setdefault(sid, []).append(frame)
+        self.sessions_topic.publish(sid, ("assistant-stream", frame, None))
+
+    def _on_disposed(self, payload: dict[str, Any]) -> None:
+        """Forget what was kept for a session that left memory (its log is read again if asked)."""
+        agent: Agent = payload["agent"]
+        header = agent.session.header
+        if self.index_topic.has(INDEX) and header.get("origin") != "subagent" and not self.hub.stopping:
+            self.index_topic.publish(INDEX, ("session", self.hub.views.summary(agent.session), None))
+        self.hub.views.folds.pop(agent.id, None)
+        self.inflight.pop(agent.id, None)
+
+    def _on_projection(self, session: Session, key: str, view: Any) -> None:
+        if key in METER_KEYS:
+            self._mark_projection(session.id, {key})
+
+    def pending_changed(self, session_id: str) -> None:
+        """Send a session's ``Pending`` value now and mark its summary for the index."""
+        self.sessions_topic.publish(session_id, ("pending", self.hub.waiting.pending(session_id), None))
+        self.mark_index(session_id)
+
+    # -- coalescing -------------------------------------------------------------------------------
+
+    def _later(self, key: str, delay: float, callback: Callable[[], None]) -> None:
+        if key in self._timers or self.hub.stopping:
+            return
+
+        def run() -> None:
+            self._timers.pop(key, None)
+            try:
+                callback()
+            except Exception:
+                log.warning("web stream update %s failed", key, exc_info=True)
+
+        self._timers[key] = asyncio.get_running_loop().call_later(delay, run)
+
+    def _mark_projection(self, session_id: str, keys: set[str]) -> None:
+        if not self.sessions_topic.has(session_id):
+            return
+        self._dirty_projection.setdefault(session_id, set()).update(keys)
+        self._later(f"projection:{session_id}", PROJECTION_INTERVAL_S, lambda: self._flush_projection(session_id))
+
+    def _flush_projection(self, session_id: str) -> None:
+        keys = self._dirty_projection.pop(session_id, set())
+        session = self.hub.store.get(session_id)
+        if session is None or not keys:
+            return
+        values = self.hub.views.projections(session)
+        for key in sorted(keys):
+            frame = {"key": key, "value": values[key], "asOfSeq": session.seq}
+            self.sessions_topic.publish(session_id, ("projection", frame, None))
+
+    def mark_index(self, session_id: str) -> None:
+        """Send ``session_id``'s summary on the index stream soon (coalesced)."""
+        if not self.index_topic.has(INDEX):
+            return
+        self._dirty_index.add(session_id)
+        self._later("index", INDEX_INTERVAL_S, self._flush_index)
+
+    def _flush_index(self) -> None:
+        dirty, self._dirty_index = self._dirty_index, set()
+        for sid in sorted(dirty):
+            session = self.hub.store.get(sid)
+            if session is None or session.header.get("origin") == "subagent":
+                continue
+            self.index_topic.publish(INDEX, ("session", self.hub.views.summary(session), None))
+
+    def _mark_agents(self, session: Session) -> None:
+        root = self.hub.views.lineage(session.id)[-1]
+        if not self.sessions_topic.has(root):
+            return
+        self._later(f"agents:{root}", PROJECTION_INTERVAL_S, lambda: self._spawn_agents(root))
+
+    def _mark_team(self, lead_id: str) -> None:
+        if self.sessions_topic.has(lead_id):
+            self._later(f"team:{lead_id}", PROJECTION_INTERVAL_S, lambda: self._send_team(lead_id))
+
+    def _send_team(self, lead_id: str) -> None:
+        team = team_view(self.hub, lead_id)
+        if team is not None:
+            self.sessions_topic.publish(lead_id, ("team", team, None))
+
+    def _spawn_agents(self, root: str) -> None:
+        async def send() -> None:
+            from pydsh.apps.web.agents import agent_tree
+
+            tree = await agent_tree(self.hub, root)
+            self.sessions_topic.publish(root, ("agents", {"root": tree}, None))
+
+        task = asyncio.ensure_future(send())
+        task.add_done_callback(_log_failure)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("web agents update failed", exc_info=task.exception())
