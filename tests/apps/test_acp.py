@@ -608,14 +608,16 @@ async def test_client_declared_mcp_servers_mount_per_session(tmp_path: Path, wor
 # -- bad input and the process contract ------------------------------------------------------
 
 
-def raw_bridge(tmp_path: Path, lines: list[str], extra: list[Any] = ()) -> subprocess.CompletedProcess[str]:
+def raw_bridge(
+    tmp_path: Path, lines: list[str], extra: list[Any] = (), env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     patch = patch_file(tmp_path, [], extra)
     return subprocess.run(
         [sys.executable, "-m", "pydsh", "acp", "--patch", str(patch)],
         input="".join(line + "\n" for line in lines),
         capture_output=True,
         text=True,
-        env=bridge_env(),
+        env=env or bridge_env(),
         cwd=tmp_path,
         timeout=120,
         check=False,
@@ -661,6 +663,16 @@ def test_stdout_carries_only_protocol_frames(tmp_path: Path) -> None:
     assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == [1]
     for text in ("stray print", "stray fd write", "stray log"):
         assert text in result.stderr
+
+
+def test_text_left_buffered_in_stdout_before_the_bridge_starts_goes_to_stderr(tmp_path: Path) -> None:
+    row = {"id": "buffered-output", "name": "tests.apps.buffered_output"}
+    lines = ['{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}']
+    buffered = {k: v for k, v in bridge_env().items() if k != "PYTHONUNBUFFERED"}
+    result = raw_bridge(tmp_path, lines, [row], env=buffered)
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == [1]
+    assert "buffered before the frames" in result.stderr
 
 
 async def test_a_closed_delivery_queue_never_holds_up_a_drain() -> None:

@@ -391,6 +391,76 @@ async def test_a_bad_working_directory_is_refused_where_it_enters(
     assert not (home / "sessions").exists() or not list((home / "sessions").rglob("session.v4.jsonl*"))
 
 
+# -- 5b. a stored session whose workspace is gone is not resumed -----------------------------------
+
+
+async def gone_sdk(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+    peer = fe.sdk_session(tmp_path, home, HANG, tmp_path)
+    try:
+        return Outcome(
+            refusal=fe.error_text(await fe.in_thread(peer.call, "r", "session/resume", {"sessionId": "owned"}))
+        )
+    finally:
+        await fe.in_thread(peer.close)
+
+
+async def gone_web(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+    async def body(page: fe.WebPage) -> Outcome:
+        return Outcome(
+            refusal=fe.web_refusal(
+                await page.client.post("/api/sessions/owned/prompt", json={"text": "hi", "mode": "queue"})
+            )
+        )
+
+    return await fe.with_web(tmp_path, home, HANG, tmp_path, body)
+
+
+async def gone_acp(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+    async def body(conn: Any, editor: Any) -> Outcome:
+        import acp
+
+        try:
+            await conn.resume_session(cwd=str(ws), session_id="owned", mcp_servers=[])
+        except acp.RequestError as exc:
+            return Outcome(refusal=str(exc))
+        raise AssertionError("the resume was not refused")
+
+    return await fe.with_acp(tmp_path, home, HANG, body)
+
+
+async def gone_headless(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+    return Outcome(
+        refusal=fe.headless_refusal(
+            await fe.in_thread(lambda: fe.headless(tmp_path, home, HANG, "--resume", "owned", "hi"))
+        )
+    )
+
+
+async def gone_embed(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+    async with fe.embedded(HANG, home, tmp_path) as host:
+        with pytest.raises(pydsh.HostError) as refused:
+            await host.resume_agent("owned")
+    assert refused.value.code == "bad_workspace"
+    return Outcome(refusal=str(refused.value))
+
+
+GONE = {"sdk": gone_sdk, "web": gone_web, "acp": gone_acp, "headless": gone_headless, "embed": gone_embed}
+
+
+@run(GONE)
+async def test_a_session_whose_workspace_is_gone_is_refused_before_any_model_call(
+    frontend: str, tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    """Resumed there, every step would note the missing directory and call the model again."""
+    session_id = await stored_session(home, workspace)
+    before = fe.stored_events(home, session_id)
+    workspace.rename(tmp_path / "moved")
+    outcome = await GONE[frontend](tmp_path, home, workspace)
+    expected = f'session "owned" cannot be resumed: cwd {json.dumps(str(workspace))} is not an existing directory'
+    assert expected in (outcome.refusal or ""), outcome.refusal
+    assert fe.stored_events(home, session_id) == before
+
+
 # -- 6. half an emoji in a prompt -------------------------------------------------------------------
 
 HALF = "smile \\ud83d"

@@ -724,7 +724,7 @@ def test_deltas_only_after_opt_in(raw: Callable[..., Raw], mock: Callable[..., T
 
 
 def test_lone_surrogates_in_a_prompt_enter_the_log_as_replacement_characters(raw: Callable[..., Raw]) -> None:
-    """Issue 20 decided it once, where text enters: the log (and so the echoed event) holds U+FFFD; the
+    """Decided once where text enters (decision 0017): the log, and so the echoed event, holds U+FFFD; the
     frame encoder's ``\\udXXX`` escapes (spec 06 §4) stay for any other string (``test_protocol``)."""
     peer = raw()
     peer.initialize()

@@ -252,6 +252,8 @@ def refusal(exc: HostError, session_id: str | None = None) -> ApiError:
         return ApiError(status, code, f'Session "{session_id}" is open in another pydsh process.')
     if exc.code == "member_session":
         return ApiError(status, code, "Member sessions are resumed by their agents, not from the page.")
+    if exc.code == "bad_workspace" and session_id is not None:
+        return ApiError(409, "session_unavailable", str(exc))
     if code == "session_unavailable":
         return ApiError(status, code, f"Session {session_id} cannot be opened: {exc}")
     return ApiError(status, code, str(exc))
