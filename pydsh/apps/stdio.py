@@ -44,6 +44,21 @@ def take_stdout() -> tuple[int, Callable[[], None]]:
     return frame_fd, restore
 
 
+async def frame_writer(ctx: Context, on_lost: Callable[[], None]) -> FrameWriter:
+    """Take fd 1 for frames (:func:`take_stdout`) and open the one writer of it; both are released when
+    ``ctx``'s plugin unloads. ``on_lost`` runs once if the client stops reading."""
+    frame_fd, restore = take_stdout()
+    writer = FrameWriter(frame_fd, on_lost)
+
+    def release() -> None:
+        writer.close()
+        restore()
+
+    ctx.register(release)
+    await writer.open()
+    return writer
+
+
 class _PipeProtocol(asyncio.Protocol):
     """Write-side protocol of the frame pipe: tracks the buffer draining and the reader going away."""
 

@@ -245,8 +245,9 @@ def held(home: Path, session_id: str) -> Iterator[None]:
         os.close(fd)
 
 
-async def owned_sdk(tmp_path: Path, home: Path, ws: Path) -> Outcome:
-    peer = fe.sdk_session(tmp_path, home, HANG, ws)
+async def reopen_sdk(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+    """Ask each frontend to open the stored session ``owned`` again; the refusal it shows."""
+    peer = fe.sdk_session(tmp_path, home, HANG, tmp_path)
     try:
         answer = await fe.in_thread(peer.call, "r", "session/resume", {"sessionId": "owned"})
         return Outcome(refusal=fe.error_text(answer))
@@ -254,18 +255,15 @@ async def owned_sdk(tmp_path: Path, home: Path, ws: Path) -> Outcome:
         await fe.in_thread(peer.close)
 
 
-async def owned_web(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+async def reopen_web(tmp_path: Path, home: Path, ws: Path) -> Outcome:
     async def body(page: fe.WebPage) -> Outcome:
-        return Outcome(
-            refusal=fe.web_refusal(
-                await page.client.post("/api/sessions/owned/prompt", json={"text": "steal", "mode": "queue"})
-            )
-        )
+        sent = await page.client.post("/api/sessions/owned/prompt", json={"text": "steal", "mode": "queue"})
+        return Outcome(refusal=fe.web_refusal(sent))
 
-    return await fe.with_web(tmp_path, home, HANG, ws, body)
+    return await fe.with_web(tmp_path, home, HANG, tmp_path, body)
 
 
-async def owned_acp(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+async def reopen_acp(tmp_path: Path, home: Path, ws: Path) -> Outcome:
     async def body(conn: Any, editor: Any) -> Outcome:
         import acp
 
@@ -278,37 +276,38 @@ async def owned_acp(tmp_path: Path, home: Path, ws: Path) -> Outcome:
     return await fe.with_acp(tmp_path, home, HANG, body)
 
 
-async def owned_headless(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+async def reopen_headless(tmp_path: Path, home: Path, ws: Path) -> Outcome:
     done = await fe.in_thread(lambda: fe.headless(tmp_path, home, HANG, "--resume", "owned", "steal"))
     return Outcome(refusal=fe.headless_refusal(done))
 
 
-async def owned_embed(tmp_path: Path, home: Path, ws: Path) -> Outcome:
-    async with fe.embedded(HANG, home, ws) as host:
+async def reopen_embed(tmp_path: Path, home: Path, ws: Path) -> Outcome:
+    async with fe.embedded(HANG, home, tmp_path) as host:
         with pytest.raises(pydsh.HostError) as refused:
             await host.resume_agent("owned")
-    assert refused.value.code == "owned_elsewhere"
-    return Outcome(refusal=str(refused.value))
+    return Outcome(refusal=f"{refused.value.code}: {refused.value}")
 
 
-OWNED = {"sdk": owned_sdk, "web": owned_web, "acp": owned_acp, "headless": owned_headless, "embed": owned_embed}
+REOPEN = {"sdk": reopen_sdk, "web": reopen_web, "acp": reopen_acp, "headless": reopen_headless, "embed": reopen_embed}
+
+
 OWNED_TEXT = {
     "sdk": 'session "owned" is already owned by another writer',
     "web": '409 session_owned_elsewhere: Session "owned" is open in another pydsh process.',
     "acp": 'session "owned" is already owned by another writer',
     "headless": 'exit 1: pydsh: session "owned" is already owned by another writer',
-    "embed": 'session "owned" is already owned by another writer',
+    "embed": 'owned_elsewhere: session "owned" is already owned by another writer',
 }
 
 
-@run(OWNED)
+@run(REOPEN)
 async def test_a_session_another_process_holds_is_refused(
     frontend: str, tmp_path: Path, home: Path, workspace: Path
 ) -> None:
     session_id = await stored_session(home, workspace)
     before = fe.stored_events(home, session_id)
     with held(home, session_id):
-        outcome = await OWNED[frontend](tmp_path, home, workspace)
+        outcome = await REOPEN[frontend](tmp_path, home, workspace)
     assert OWNED_TEXT[frontend] in (outcome.refusal or "")
     assert fe.stored_events(home, session_id) == before
 
@@ -394,60 +393,7 @@ async def test_a_bad_working_directory_is_refused_where_it_enters(
 # -- 5b. a stored session whose workspace is gone is not resumed -----------------------------------
 
 
-async def gone_sdk(tmp_path: Path, home: Path, ws: Path) -> Outcome:
-    peer = fe.sdk_session(tmp_path, home, HANG, tmp_path)
-    try:
-        return Outcome(
-            refusal=fe.error_text(await fe.in_thread(peer.call, "r", "session/resume", {"sessionId": "owned"}))
-        )
-    finally:
-        await fe.in_thread(peer.close)
-
-
-async def gone_web(tmp_path: Path, home: Path, ws: Path) -> Outcome:
-    async def body(page: fe.WebPage) -> Outcome:
-        return Outcome(
-            refusal=fe.web_refusal(
-                await page.client.post("/api/sessions/owned/prompt", json={"text": "hi", "mode": "queue"})
-            )
-        )
-
-    return await fe.with_web(tmp_path, home, HANG, tmp_path, body)
-
-
-async def gone_acp(tmp_path: Path, home: Path, ws: Path) -> Outcome:
-    async def body(conn: Any, editor: Any) -> Outcome:
-        import acp
-
-        try:
-            await conn.resume_session(cwd=str(ws), session_id="owned", mcp_servers=[])
-        except acp.RequestError as exc:
-            return Outcome(refusal=str(exc))
-        raise AssertionError("the resume was not refused")
-
-    return await fe.with_acp(tmp_path, home, HANG, body)
-
-
-async def gone_headless(tmp_path: Path, home: Path, ws: Path) -> Outcome:
-    return Outcome(
-        refusal=fe.headless_refusal(
-            await fe.in_thread(lambda: fe.headless(tmp_path, home, HANG, "--resume", "owned", "hi"))
-        )
-    )
-
-
-async def gone_embed(tmp_path: Path, home: Path, ws: Path) -> Outcome:
-    async with fe.embedded(HANG, home, tmp_path) as host:
-        with pytest.raises(pydsh.HostError) as refused:
-            await host.resume_agent("owned")
-    assert refused.value.code == "bad_workspace"
-    return Outcome(refusal=str(refused.value))
-
-
-GONE = {"sdk": gone_sdk, "web": gone_web, "acp": gone_acp, "headless": gone_headless, "embed": gone_embed}
-
-
-@run(GONE)
+@run(REOPEN)
 async def test_a_session_whose_workspace_is_gone_is_refused_before_any_model_call(
     frontend: str, tmp_path: Path, home: Path, workspace: Path
 ) -> None:
@@ -455,7 +401,7 @@ async def test_a_session_whose_workspace_is_gone_is_refused_before_any_model_cal
     session_id = await stored_session(home, workspace)
     before = fe.stored_events(home, session_id)
     workspace.rename(tmp_path / "moved")
-    outcome = await GONE[frontend](tmp_path, home, workspace)
+    outcome = await REOPEN[frontend](tmp_path, home, workspace)
     expected = f'session "owned" cannot be resumed: cwd {json.dumps(str(workspace))} is not an existing directory'
     assert expected in (outcome.refusal or ""), outcome.refusal
     assert fe.stored_events(home, session_id) == before

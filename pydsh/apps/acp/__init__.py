@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pydsh.apps.stdio import FrameWriter, StdinReader, pace_model_streams, take_stdout
+from pydsh.apps.stdio import FrameWriter, StdinReader, frame_writer, pace_model_streams
 from pydsh.kernel.context import Context
 
 if TYPE_CHECKING:
@@ -175,14 +175,5 @@ async def apply(ctx: Context, config: Config) -> None:
         if app is not None:
             app.output_lost()
 
-    frame_fd, restore = take_stdout()
-    writer = FrameWriter(frame_fd, output_lost)
-
-    def release() -> None:
-        writer.close()
-        restore()
-
-    ctx.register(release)
-    await writer.open()
-    app = AcpApp(ctx, config, writer)
+    app = AcpApp(ctx, config, await frame_writer(ctx, output_lost))
     ctx.provide("app", app)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from pydsh.apps.sdk.server import HELP, Config, SdkServer
-from pydsh.apps.stdio import FrameWriter, StdinReader, take_stdout
+from pydsh.apps.stdio import StdinReader, frame_writer
 from pydsh.kernel.context import Context
 
 __all__ = ["HELP", "Config", "SdkServer", "apply", "inject", "name"]
@@ -28,15 +28,7 @@ async def apply(ctx: Context, config: Config) -> None:
         if server is not None:
             server.on_input_closed()
 
-    frame_fd, restore = take_stdout()
-    writer = FrameWriter(frame_fd, output_lost)
-
-    def release() -> None:
-        writer.close()
-        restore()
-
-    ctx.register(release)
-    await writer.open()
+    writer = await frame_writer(ctx, output_lost)
     server = SdkServer(ctx, config, writer, StdinReader())
     pump = asyncio.ensure_future(server.pump())
     ctx.register(pump.cancel)
