@@ -277,8 +277,16 @@ def test_distribution_that_stopped_declaring_its_bundle(pip: FakePip) -> None:
     ]
 
 
-def test_plugin_failing_on_import_fails_its_row_only(pip: FakePip, tmp_path: Path) -> None:
-    dist = FakeDist("demo-plug", bundles={"demo-plug": BUNDLE}, files={"broken.py": "raise RuntimeError('boom')\n"})
+@pytest.mark.parametrize(
+    ("module", "reason"),
+    [
+        ("raise RuntimeError('boom')\n", "RuntimeError: boom"),
+        ("import sys\nsys.exit(7)\n", "SystemExit: called sys.exit(7)"),
+    ],
+    ids=["raises", "calls-sys-exit"],
+)
+def test_plugin_failing_on_import_fails_its_row_only(pip: FakePip, tmp_path: Path, module: str, reason: str) -> None:
+    dist = FakeDist("demo-plug", bundles={"demo-plug": BUNDLE}, files={"broken.py": module})
     pip.install(dist)
     info = next(pip.site.glob("demo_plug-*.dist-info"))
     (info / "entry_points.txt").write_text(
@@ -302,6 +310,5 @@ def test_plugin_failing_on_import_fails_its_row_only(pip: FakePip, tmp_path: Pat
     problems = [line for line in result.stderr.splitlines() if line.startswith("pydsh:")]
     assert problems == [
         'pydsh: ERROR pydsh.kernel: plugin row "demo-plug" (demo-plug) from plugin bundle demo-plug '
-        "(distribution demo-plug 1.0) failed: KernelError: PLUGIN_NOT_FOUND: demo-plug (RuntimeError: boom) "
-        "<- RuntimeError: boom"
+        f"(distribution demo-plug 1.0) failed: KernelError: PLUGIN_NOT_FOUND: demo-plug ({reason}) <- {reason}"
     ]
