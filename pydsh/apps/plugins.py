@@ -289,22 +289,26 @@ def add(profile: str, requirements: list[str]) -> int:
 
 
 def _check_clashes(profile: str, plugins: dict[str, Any], wanted: dict[str, list[str]]) -> None:
+    """Refuse bundle names that are paths, that shadow a shipped bundle or that another distribution owns."""
     from pydsh.kernel.compose import SHIPPED
+    from pydsh.kernel.profiles import INVALID_BUNDLE_NAME, valid_bundle_name
 
     for dist, bundles in wanted.items():
         others = {
             b: str(d) for d, names in plugins.items() if canonical(str(d)) != canonical(dist) for b in names or ()
         }
         for bundle in bundles:
-            if (SHIPPED / f"{bundle}.yml").is_file():
+            if not valid_bundle_name(bundle):
+                problem = f"is {INVALID_BUNDLE_NAME}"
+            elif (SHIPPED / f"{bundle}.yml").is_file():
                 problem = "is the name of a shipped bundle"
             elif bundle in others:
                 problem = f"is already recorded for {others[bundle]}"
             else:
                 continue
             raise PluginCommandError(
-                f'error: bundle "{bundle}" of {dist} {problem}; profile "{profile}" is unchanged '
-                f"(the package stays installed)",
+                f'error: bundle {json.dumps(bundle)} of {dist} {problem}; profile "{profile}" is unchanged '
+                "(the package stays installed)",
                 2,
             )
 
@@ -407,11 +411,12 @@ def _still_recorded(profile: str, distribution_name: str) -> bool:
 
 def list_bundles(profile: str) -> int:
     """Print ``<bundle>  <source>  <status>`` for every bundle of the profile, in order."""
-    from pydsh.kernel.profiles import compose_bundles, ensure_profile, read_profile
+    from pydsh.kernel.profiles import compose_bundles, ensure_profile, read_profile, valid_bundle_name
 
     info = read_profile(ensure_profile(profile))
     _comp, uses = compose_bundles(profile, info["bundles"], info["plugins"])
     for bundle, use in zip(info["bundles"], uses, strict=True):
         status = "missing" if use.missing else f"broken: {use.problem}" if use.problem else "ok"
-        print(f"{bundle}  {use.source}  {status}")
+        shown = bundle if valid_bundle_name(bundle) else json.dumps(bundle)
+        print(f"{shown}  {use.source}  {status}")
     return 0

@@ -32,6 +32,13 @@ GROUP = "pydsh:group"
 GROUP_ALIASES = frozenset({GROUP, "cordis:group"})
 
 
+class PluginAborted(Exception):
+    """What a row records when its plugin raised a ``BaseException`` such as ``SystemExit`` while starting.
+
+    The row keeps a readable error, and nothing that re-raises a row's error can end the process.
+    """
+
+
 class Service:
     """Base class for service plugins: constructing one provides it under ``service_name``."""
 
@@ -72,6 +79,32 @@ def _import_target(ref: str) -> object:
     return obj
 
 
+def escalates(exc: BaseException) -> bool:
+    """Whether ``exc`` must stop more than one row: Ctrl-C, a closing coroutine, or a cancellation of this task.
+
+    Anything else a plugin raises while importing or starting (``SystemExit`` included) fails its row only.
+    A ``CancelledError`` counts as a cancellation only when the running task was asked to cancel.
+    """
+    if isinstance(exc, BaseExceptionGroup) and not isinstance(exc, Exception):
+        return any(escalates(inner) for inner in exc.exceptions)
+    if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+        return True
+    if isinstance(exc, asyncio.CancelledError):
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            return True
+        return task is None or task.cancelling() > 0
+    return False
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message``; a ``SystemExit`` names the exit it attempted, since its message is only the code."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: called sys.exit({'' if exc.code is None else repr(exc.code)})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def plugin_ref(name: str) -> str | None:
     """What a row ``name`` imports: entry point, reference alias, dotted path (spec 01 §8); ``None`` if nothing."""
     table = entry_point_table()
@@ -92,8 +125,10 @@ def resolve_plugin(name: str) -> PluginInfo:
         raise KernelError("PLUGIN_NOT_FOUND", name)
     try:
         target = _import_target(ref)
-    except Exception as exc:
-        raise KernelError("PLUGIN_NOT_FOUND", f"{name} ({type(exc).__name__}: {exc})") from exc
+    except BaseException as exc:
+        if escalates(exc):
+            raise
+        raise KernelError("PLUGIN_NOT_FOUND", f"{name} ({describe(exc)})") from exc
     if isinstance(target, types.ModuleType) and not hasattr(target, "apply"):
         raise KernelError("PLUGIN_NOT_FOUND", f"{name}: module {target.__name__} has no apply()")
     declared = getattr(target, "name", None)
@@ -357,11 +392,13 @@ class Loader:
         slot.bound = bound
         try:
             await slot.start(slot.ctx)
-        except Exception as exc:
+        except BaseException as exc:
+            if escalates(exc):
+                raise
             errors = await self._unload(fiber)
             for err in errors:
                 log.warning("rollback of %s: %s", fiber.row_id, _chain(err))
-            self._fail(fiber, exc)
+            self._fail(fiber, exc if isinstance(exc, Exception) else PluginAborted(describe(exc)))
             return
         fiber.state = ACTIVE
         if fiber in self.failures:
@@ -394,9 +431,9 @@ class Loader:
 
 
 def _chain(exc: BaseException) -> str:
-    parts = [f"{type(exc).__name__}: {exc}"]
+    parts = [describe(exc)]
     cur = exc.__cause__
     while cur is not None and len(parts) < 8:
-        parts.append(f"{type(cur).__name__}: {cur}")
+        parts.append(describe(cur))
         cur = cur.__cause__
     return " <- ".join(parts)

@@ -8,7 +8,9 @@ third-party distributions degrade alone: one warning, the rest composes (spec 01
 from __future__ import annotations
 
 import copy
+import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 TEMPLATES = SHIPPED / "templates"
 PLUGIN_BUNDLE = "plugin bundle"
 """Layer label of a third-party distribution's bundle: its rows fail alone (spec 01 §15.3)."""
+BUNDLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+INVALID_BUNDLE_NAME = 'not a valid bundle name (letters, digits, ".", "_" and "-", starting with a letter or digit)'
 
 
 class ProfileError(Exception):
@@ -128,6 +132,11 @@ def is_installed(name: str) -> bool:
     return True
 
 
+def valid_bundle_name(name: str) -> bool:
+    """Whether ``name`` can name a bundle: a bundle is looked up as ``<name>.yml``, so a path never can."""
+    return BUNDLE_NAME.fullmatch(name) is not None
+
+
 def recorded_owner(bundle: str, plugins: dict[str, Any]) -> str | None:
     """The distribution ``profile.yml`` records as providing ``bundle``."""
     return next((str(d) for d, names in plugins.items() if bundle in (names or [])), None)
@@ -153,6 +162,19 @@ def package_dir(package: str, resource: str) -> Path:
     raise FileNotFoundError(f"{resource} is not in package {package}")
 
 
+class OutsidePackage(ValueError):
+    """A distribution's bundle file resolves outside its package (a ``..`` path, an absolute path, a symlink)."""
+
+
+def bundle_file(package: str, resource: str) -> Path:
+    """The file ``resource`` of ``package``, refused unless it resolves inside the package's directory."""
+    directory = package_dir(package, resource)
+    path = (directory / resource).resolve()
+    if not path.is_relative_to(directory.resolve()):
+        raise OutsidePackage(resource)
+    return path
+
+
 @dataclass(frozen=True)
 class BundleUse:
     """What became of one listed bundle: where it comes from and why it was skipped ("" = used)."""
@@ -166,8 +188,12 @@ def _plugin_bundle_ops(name: str, ep: EntryPoint, label: str) -> tuple[list[Any]
     """Read a distribution's bundle file; ``(None, reason)`` when it cannot be used."""
     package, _, resource = ep.value.partition(":")
     try:
-        directory = package_dir(package.strip(), resource.strip())
-        text = (directory / resource.strip()).read_text(encoding="utf-8")
+        text = bundle_file(package.strip(), resource.strip()).read_text(encoding="utf-8")
+    except OutsidePackage:
+        return None, (
+            f"distribution {label}: its bundle file {ep.value} is outside package {package.strip()}; "
+            "nothing outside a distribution's package is read"
+        )
     except (ImportError, OSError, ValueError) as exc:
         return None, f"distribution {label}: its bundle file {ep.value} cannot be read ({exc})"
     try:
@@ -221,6 +247,11 @@ def compose_bundles(name: str, bundles: list[str], plugins: dict[str, Any]) -> t
     uses: list[BundleUse] = []
     eps: dict[str, EntryPoint] | None = None
     for bundle in bundles:
+        if not valid_bundle_name(bundle):
+            owner = recorded_owner(bundle, plugins) or "-"
+            comp.warnings.append(f"bundle {json.dumps(bundle)} skipped: {INVALID_BUNDLE_NAME}; nothing was read for it")
+            uses.append(BundleUse(owner, INVALID_BUNDLE_NAME))
+            continue
         if (SHIPPED / f"{bundle}.yml").is_file():
             ops = comp.includes.bundle_ops(bundle, str(directory / "profile.yml"))
             comp.apply_patch(ops, f"bundle {bundle}")

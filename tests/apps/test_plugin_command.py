@@ -277,8 +277,16 @@ def test_distribution_that_stopped_declaring_its_bundle(pip: FakePip) -> None:
     ]
 
 
-def test_plugin_failing_on_import_fails_its_row_only(pip: FakePip, tmp_path: Path) -> None:
-    dist = FakeDist("demo-plug", bundles={"demo-plug": BUNDLE}, files={"broken.py": "raise RuntimeError('boom')\n"})
+@pytest.mark.parametrize(
+    ("module", "reason"),
+    [
+        ("raise RuntimeError('boom')\n", "RuntimeError: boom"),
+        ("import sys\nsys.exit(7)\n", "SystemExit: called sys.exit(7)"),
+    ],
+    ids=["raises", "calls-sys-exit"],
+)
+def test_plugin_failing_on_import_fails_its_row_only(pip: FakePip, tmp_path: Path, module: str, reason: str) -> None:
+    dist = FakeDist("demo-plug", bundles={"demo-plug": BUNDLE}, files={"broken.py": module})
     pip.install(dist)
     info = next(pip.site.glob("demo_plug-*.dist-info"))
     (info / "entry_points.txt").write_text(
@@ -302,6 +310,60 @@ def test_plugin_failing_on_import_fails_its_row_only(pip: FakePip, tmp_path: Pat
     problems = [line for line in result.stderr.splitlines() if line.startswith("pydsh:")]
     assert problems == [
         'pydsh: ERROR pydsh.kernel: plugin row "demo-plug" (demo-plug) from plugin bundle demo-plug '
-        "(distribution demo-plug 1.0) failed: KernelError: PLUGIN_NOT_FOUND: demo-plug (RuntimeError: boom) "
-        "<- RuntimeError: boom"
+        f"(distribution demo-plug 1.0) failed: KernelError: PLUGIN_NOT_FOUND: demo-plug ({reason}) <- {reason}"
+    ]
+
+
+# -- nothing outside a distribution's package is read -------------------------------------------
+
+
+def test_a_bundle_name_that_is_a_path_is_refused_by_add(pip: FakePip, capsys: pytest.CaptureFixture[str]) -> None:
+    pip.index["./sneaky"] = FakeDist("sneaky", bundles={"../../sneaky": BUNDLE})
+    before = profile_text()
+    assert main(["plugin", "--profile", "headless", "add", "./sneaky"]) == 2
+    assert capsys.readouterr().err == (
+        'error: bundle "../../sneaky" of sneaky is not a valid bundle name (letters, digits, ".", "_" and "-", '
+        'starting with a letter or digit); profile "headless" is unchanged (the package stays installed)\n'
+    )
+    assert profile_text() == before
+    pip.uninstall("sneaky")
+
+
+def test_a_listed_bundle_name_that_is_a_path_is_skipped_unread(
+    pip: FakePip, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pydsh.kernel.compose import SHIPPED
+
+    (tmp_path / "outside.yml").write_text("- insert: [{id: outside, name: outside}]\n")
+    name = os.path.relpath(tmp_path / "outside", SHIPPED)
+    listed("headless", name, plugins_map=f"plugins: {{sneaky: ['{name}']}}\n")
+    comp = compose_profile("headless", [])
+    assert "outside" not in [r.id for r in comp.rows]
+    assert comp.warnings == [
+        f'bundle "{name}" skipped: not a valid bundle name (letters, digits, ".", "_" and "-", starting with a '
+        "letter or digit); nothing was read for it"
+    ]
+    assert main(["plugin", "--profile", "headless", "list"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith(f'"{name}"  sneaky  broken: not a valid bundle name')
+
+
+@pytest.mark.parametrize("how", ["dotted", "absolute", "symlink"])
+def test_a_bundle_file_outside_its_package_is_skipped_unread(pip: FakePip, tmp_path: Path, how: str) -> None:
+    outside = tmp_path / "outside.yml"
+    outside.write_text("- insert: [{id: outside, name: outside}]\n")
+    pip.install(FakeDist("demo-plug", bundles={"demo-plug": BUNDLE}))
+    resource = {"dotted": "../../outside.yml", "absolute": str(outside), "symlink": "demo-plug.yml"}[how]
+    if how == "symlink":
+        (pip.site / "demo_plug" / "demo-plug.yml").unlink()
+        (pip.site / "demo_plug" / "demo-plug.yml").symlink_to(outside)
+    info = next(pip.site.glob("demo_plug-*.dist-info"))
+    (info / "entry_points.txt").write_text(f"[pydsh.bundles]\ndemo-plug = demo_plug:{resource}\n")
+    importlib.invalidate_caches()
+    listed("headless", "demo-plug", plugins_map="plugins: {demo-plug: [demo-plug]}\n")
+    comp = compose_profile("headless", [])
+    assert "outside" not in [r.id for r in comp.rows] and "demo-plug" not in [r.id for r in comp.rows]
+    assert comp.warnings == [
+        f'bundle "demo-plug" skipped: distribution demo-plug 1.0: its bundle file demo_plug:{resource} is '
+        "outside package demo_plug; nothing outside a distribution's package is read"
     ]

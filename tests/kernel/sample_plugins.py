@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -38,6 +40,28 @@ def exploding(ctx: Context, config: None) -> None:
     ctx.provide("half", object())
     ctx.effect(lambda: lambda: LOG.append("exploding:rollback"))
     raise RuntimeError("start failed")
+
+
+def exiting(ctx: Context, config: None) -> None:
+    ctx.effect(lambda: lambda: LOG.append("exiting:rollback"))
+    sys.exit(3)
+
+
+def stray_cancel(ctx: Context, config: None) -> None:
+    """Raises ``CancelledError`` although nothing cancelled the loading task (a plugin's own bug)."""
+    raise asyncio.CancelledError
+
+
+async def cancels_its_loader(ctx: Context, config: None) -> None:
+    """Cancels the task that activates it, as a shutdown does while a plugin starts."""
+    task = asyncio.current_task()
+    assert task is not None
+    task.cancel()
+    await asyncio.sleep(0)
+
+
+def interrupted(ctx: Context, config: None) -> None:
+    raise KeyboardInterrupt
 
 
 class Counter(Service):

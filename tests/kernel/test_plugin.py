@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -188,3 +189,35 @@ async def test_isolate_labels_share_a_realm_and_unlabelled_ones_do_not() -> None
     assert b.get("svc") == 1
     assert c.get("svc") is None
     assert k.ctx.get("svc") is None
+
+
+async def test_a_plugin_calling_sys_exit_fails_only_its_row(caplog: pytest.LogCaptureFixture) -> None:
+    k = Kernel()
+    rows = [Row(id="exits", name="tests.kernel.exiting_plugin"), row("quits", "exiting"), row("provider", "provider")]
+    await k.load(rows)
+    states = {f.row_id: f for f in k.fiber.children}
+    assert states["exits"].state == FAILED and states["quits"].state == FAILED
+    assert "SystemExit: called sys.exit(7)" in str(states["exits"].error)
+    assert str(states["quits"].error) == "SystemExit: called sys.exit(3)" and "exiting:rollback" in LOG
+    assert k.ctx.get("echo") == "hi"
+    failed = [r.getMessage() for r in caplog.records if r.name == "pydsh.kernel"]
+    assert failed == [
+        'plugin row "exits" (tests.kernel.exiting_plugin) failed: KernelError: PLUGIN_NOT_FOUND: '
+        "tests.kernel.exiting_plugin (SystemExit: called sys.exit(7)) <- SystemExit: called sys.exit(7)",
+        f'plugin row "quits" ({P}:exiting) failed: PluginAborted: SystemExit: called sys.exit(3)',
+    ]
+
+
+async def test_a_stray_cancelled_error_fails_its_row_but_a_real_cancellation_propagates() -> None:
+    k = Kernel()
+    await k.load([row("stray", "stray_cancel"), row("provider", "provider")])
+    stray = next(f for f in k.fiber.children if f.row_id == "stray")
+    assert stray.state == FAILED and k.ctx.get("echo") == "hi"
+    with pytest.raises(asyncio.CancelledError):
+        await Kernel().load([row("cancelled", "cancels_its_loader")])
+
+
+@pytest.mark.parametrize("target", ["tests.kernel.interrupted_plugin", f"{P}:interrupted"])
+def test_ctrl_c_while_a_plugin_imports_or_starts_still_stops_the_load(target: str) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(Kernel().load([Row(id="interrupted", name=target)]))

@@ -11,8 +11,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
+import re
 import time
+import unicodedata
 from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +26,26 @@ from pydsh.agent.agent import Agent, AgentOptions, user_message
 from pydsh.agent.presets import preset_setup
 from pydsh.agent.registry import AgentHandle, AgentRegistry
 from pydsh.kernel.context import Context
-from pydsh.session.errors import SessionPersistenceNotFoundError
+from pydsh.session.errors import (
+    SessionError,
+    SessionFormatUnsupportedError,
+    SessionLogError,
+    SessionPersistenceCorruptionError,
+    SessionPersistenceIOError,
+    SessionPersistenceNotFoundError,
+)
 from pydsh.session.events import inherited_event_count
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
 
+log = logging.getLogger("pydsh_agent_message")
 TAG_OPEN = "<dsh-agent-message>"
 TAG_CLOSE = "</dsh-agent-message>"
+TOOL_NAMES = frozenset({"list_peer_agents", "send_agent_message", "check_delivery"})
+RESERVED_TAG = re.compile(r"(?:<|&lt;?|&#0*60;?|&#x0*3c;?|\\u003c|\\x3c)[\W_]*dsh[\W_]*agent[\W_]*message")
+"""An opening or closing tag a model would read as the relay header's: any case, spacing, separator or attributes."""
+ANGLE_LOOKALIKES = str.maketrans(dict.fromkeys("\u2039\u2329\u3008\u27e8\u276c\u276e\u02c2\u1438", "<"))
+IGNORED_CATEGORIES = frozenset({"Cf", "Mn", "Me"})
+"""Invisible format characters and combining marks: a model reads the text as if they were not there."""
 SOURCE_KIND = "dsh-agent-message"
 MODES = ("followup", "inject", "steer")
 RECEIPT_MEANING = (
@@ -130,6 +148,49 @@ def fail(code: str, message: str) -> ToolError:
     return ToolError(message, code, name="AgentMessageError")
 
 
+def reserved_tag(content: str) -> bool:
+    """Whether ``content`` holds something a model would read as the relay header tag (rule 5 of 09 §3).
+
+    The check runs on the text as a model sees it: compatibility forms folded (full-width brackets and
+    letters), invisible characters and combining marks dropped, case ignored, bracket look-alikes and
+    escaped brackets taken as ``<``.
+    """
+    folded = unicodedata.normalize("NFKD", content)
+    visible = "".join(ch for ch in folded if unicodedata.category(ch) not in IGNORED_CATEGORIES)
+    return RESERVED_TAG.search(visible.translate(ANGLE_LOOKALIKES).casefold()) is not None
+
+
+def stored_log_problem(exc: BaseException) -> str | None:
+    """What is wrong with a stored log, in words without file paths; ``None`` when ``exc`` is another failure."""
+    if isinstance(exc, (SessionPersistenceCorruptionError, SessionLogError)):
+        return "its stored log is damaged"
+    if isinstance(exc, SessionFormatUnsupportedError):
+        return "its stored log uses a format this version cannot read"
+    if isinstance(exc, (SessionPersistenceIOError, OSError)):
+        return "its stored log cannot be read from storage"
+    return None
+
+
+def unreadable(to: str, exc: BaseException) -> ToolError:
+    """``AGENT_MESSAGE_UNREADABLE_SESSION`` for a target whose log cannot be read; the details go to the log."""
+    log.warning("agent-message: session %s cannot be read: %s", to, exc)
+    problem = stored_log_problem(exc) or "its stored log cannot be read"
+    return fail("AGENT_MESSAGE_UNREADABLE_SESSION", f"session {to} cannot be read: {problem}")
+
+
+def is_subagent(agent: Any) -> bool:
+    """Whether ``agent`` runs a subagent session (header ``origin: "subagent"``), which every tool refuses."""
+    return agent is not None and agent.session.header.get("origin") == "subagent"
+
+
+async def hide_from_subagents(payload: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
+    """Leave the three tools out of a subagent's prompt: they refuse subagent callers, so offering them only fails."""
+    result = await nxt()
+    if is_subagent(payload.get("agent")):
+        result.tools = [tool for tool in result.tools if tool["name"] not in TOOL_NAMES]
+    return result
+
+
 def relay_text(sender_id: str, content: str) -> str:
     """The model-visible relay body: the Host-generated header line, a blank line, the content unchanged."""
     return f"{TAG_OPEN}{compact({'senderSessionId': sender_id})}{TAG_CLOSE}\n\n{content}"
@@ -190,7 +251,7 @@ class AgentMessage:
 
     def _caller(self, exec: ToolExec) -> Agent | None:
         agent = exec.agent
-        if agent is not None and agent.session.header.get("origin") == "subagent":
+        if is_subagent(agent):
             raise fail("AGENT_MESSAGE_SUBAGENT_CALLER", "subagents cannot use cross-session messaging tools")
         return agent
 
@@ -264,7 +325,7 @@ class AgentMessage:
             raise fail("AGENT_MESSAGE_SELF", "cannot send a message to your own session")
         if not content.strip():
             raise fail("AGENT_MESSAGE_EMPTY", "content must be non-empty")
-        if TAG_OPEN in content or TAG_CLOSE in content:
+        if reserved_tag(content):
             raise fail("AGENT_MESSAGE_RESERVED_TAG", "content must not contain the reserved dsh-agent-message tag")
         if reply_to is not None:
             self._check_reply(caller, to, str(reply_to))
@@ -329,6 +390,8 @@ class AgentMessage:
             header = (await self.query.read_session(to))["session"]
         except SessionPersistenceNotFoundError:
             raise fail("AGENT_MESSAGE_UNKNOWN_SESSION", f"session not found: {to}") from None
+        except (SessionError, OSError) as exc:
+            raise unreadable(to, exc) from None
         if header.get("origin") == "subagent":
             raise self._subagent_target()
         if mode != "followup":
@@ -408,7 +471,10 @@ class AgentMessage:
             agent = self.agents.get(to)
             if agent is not None:
                 return agent
-            raise fail("AGENT_MESSAGE_RESUME_FAILED", f"could not resume session {to}: {exc}") from exc
+            reason = stored_log_problem(exc)
+            if reason is not None:
+                log.warning("agent-message: could not resume session %s: %s", to, exc)
+            raise fail("AGENT_MESSAGE_RESUME_FAILED", f"could not resume session {to}: {reason or exc}") from exc
         return handle.agent
 
     async def _resume(self, to: str) -> AgentHandle:
@@ -457,6 +523,8 @@ class AgentMessage:
             events = (await self.query.read_session(to))["events"]
         except SessionPersistenceNotFoundError:
             events = []
+        except (SessionError, OSError) as exc:
+            raise unreadable(to, exc) from None
         pending, claimed, discarded = fold_inbox(events)
         replies = self._replies(caller, to)
         entries = []
@@ -504,4 +572,5 @@ def apply(ctx: Context, config: Config) -> None:
         ToolDefinition("check_delivery", CHECK_DESCRIPTION, CHECK_PARAMETERS, plugin.check_delivery),
     )
     ctx.on("agent/disposed", plugin.forget, global_=True)
+    ctx.on("system-prompt/assemble", hide_from_subagents)
     ctx.register(plugin.dispose)

@@ -8,6 +8,7 @@ through the ``agent_teams`` service's public API; routes persist in the state fi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -22,7 +23,7 @@ from pydsh.kernel.compose import dsh_home
 from pydsh.kernel.context import Context
 from pydsh.teams.service import ROUTES_CHANGED, AgentTeams, Membership
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
-from pydsh_team_models.state import StateStore, StorageError, TeamEntry, route_json
+from pydsh_team_models.state import Reports, StateStore, StorageError, TeamEntry, route_json
 
 log = logging.getLogger("pydsh_team_models")
 LEAD = "lead"
@@ -154,20 +155,57 @@ class TeamModels:
         self.default = config_default(config)
         self.live: dict[str, Installed] = {}
         self._warn_unknown_providers()
+        self.pruning: asyncio.Task[None] = asyncio.get_running_loop().create_task(self.prune())
+        """Pruning runs after start, so a large file costs a start no more than reading it."""
 
     def _warn_unknown_providers(self) -> None:
         """Stored routes naming a provider without an adapter are kept (nothing is lost) but named once."""
+        report = Reports(log.warning)
         for team_id, entry in self.store.teams.items():
             routes = [("default", entry.default), *((f"member {n} override", r) for n, r in entry.overrides.items())]
             for where, route in routes:
                 if route is not None and not self.llm.has_adapter(route.provider):
-                    log.warning(
+                    report(
                         'team-models: team %s %s names provider "%s", which has no adapter; its requests fail '
                         "until it is reset",
                         team_id,
                         where,
                         route.provider,
                     )
+        report.close("stored routes name a provider without an adapter")
+
+    async def prune(self) -> None:
+        """Forget the stored Teams whose Lead session no longer exists, so the file does not grow without bound.
+
+        A Team lives in its Lead's log (its id is the Lead's Session id): once the session store neither
+        lists that session nor has it live, the Team cannot come back. One listing of the store decides for
+        every Team; a store that lists no stored session at all proves nothing and prunes nothing. Only Teams
+        read at start are candidates, so a Team another process writes meanwhile is kept.
+        """
+        known = set(self.store.teams)
+        if not known:
+            return
+        try:
+            rows = await self.ctx.require("session_query").list_sessions()
+        except Exception as exc:
+            log.warning("team-models: could not list sessions, so the state file was not pruned: %s", exc)
+            return
+        if not any("persisted" in row for row in rows):
+            return
+        gone = known - {str(row["header"]["id"]) for row in rows}
+        if not gone:
+            return
+        try:
+            removed = await self.store.prune(gone)
+        except StorageError as exc:
+            log.warning("team-models: could not prune the state file: %s", exc)
+            return
+        log.info("team-models: pruned %d Teams whose Lead session no longer exists", removed)
+
+    async def stop(self) -> None:
+        """Cancel pruning when the plugin unloads (a prune either replaces the file whole or not at all)."""
+        self.pruning.cancel()
+        await asyncio.gather(self.pruning, return_exceptions=True)
 
     # -- precedence -----------------------------------------------------------------------------
 
@@ -379,6 +417,7 @@ inject = ("agent_teams", "agents", "llm", "session_query", "tools")
 def apply(ctx: Context, config: Config) -> None:
     """Mount the tools in each Team member's scope and a selection on each teammate, as agents are created."""
     plugin = TeamModels(ctx, config)
+    ctx.register(plugin.stop)
     ctx.provide("team_routes", plugin)
     tools = ctx.require("tools")
 
