@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import mimetypes
-import zoneinfo
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.middleware.gzip import GZipMiddleware
@@ -23,16 +22,30 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Redire
 from starlette.routing import BaseRoute, Route
 
 from pydsh import __version__
+from pydsh.apps.web.bodies import (
+    AnswersBody,
+    ClientErrorBody,
+    CreateBody,
+    DecisionBody,
+    EmptyBody,
+    ModelBody,
+    PermissionBody,
+    PromptBody,
+    TitleBody,
+    WorkspaceBody,
+    check_prompt,
+    read_body,
+)
 from pydsh.apps.web.errors import ApiError, error_body, not_found
 from pydsh.apps.web.fanout import Frame, Subscriber
-from pydsh.apps.web.guard import MAX_BODY, Guard
+from pydsh.apps.web.guard import Guard
 from pydsh.apps.web.hub import WebHub
 from pydsh.apps.web.state import WebState
 from pydsh.apps.web.team import team_view
 
 log = logging.getLogger("pydsh.web")
 
-MAX_PROMPT = 1024 * 1024
+NUMBER = re.compile(r"-?[0-9]{1,18}")
 PING_S = 15
 EVENTS_LIMIT = 500
 TAIL_EVENTS = 200
@@ -54,119 +67,6 @@ UNAUTHORIZED_PAGE = """<!doctype html>
 <p>Open the URL that <code>pydsh web</code> printed in its terminal (it carries a one-time token).</p>
 </main></body></html>
 """
-
-M = TypeVar("M", bound=BaseModel)
-
-
-# -- request bodies ------------------------------------------------------------------------------
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class PromptFields(Strict):
-    text: str
-    clientMessageId: str | None = None
-    clientTimeZone: str | None = None
-
-
-class PromptBody(PromptFields):
-    mode: Literal["queue", "steer"] = "queue"
-
-
-class ModelBody(Strict):
-    provider: str
-    model: str
-    effort: str | None = None
-
-
-class CreateBody(Strict):
-    cwd: str
-    agentPreset: str | None = None
-    permissionPreset: str | None = None
-    model: ModelBody | None = None
-    prompt: PromptFields | None = None
-
-
-class PermissionBody(Strict):
-    preset: str
-
-
-class TitleBody(Strict):
-    title: str
-
-
-class DecisionBody(Strict):
-    outcome: Literal["allowed-once", "rejected"]
-
-
-class AnswerBody(Strict):
-    id: str
-    selected: list[str]
-    custom: str | None = None
-
-
-class AnswersBody(Strict):
-    answers: list[AnswerBody] | None = None
-    skip: bool = False
-
-
-class EmptyBody(Strict):
-    pass
-
-
-class ClientErrorBody(Strict):
-    message: str
-    stack: str | None = None
-
-
-def _problem(exc: ValidationError) -> str:
-    """One sentence naming the first bad field."""
-    error = exc.errors()[0]
-    where = ".".join(str(p) for p in error["loc"]) or "body"
-    if error["type"] == "extra_forbidden":
-        return f'Unknown field "{where}".'
-    if error["type"] == "missing":
-        return f'Field "{where}" is required.'
-    return f'Field "{where}": {error["msg"]}.'
-
-
-async def read_body(request: Request, model: type[M]) -> M:
-    """The JSON body as ``model``: 413 over 2 MB, 400 for bad JSON, 422 for unknown or bad fields."""
-    size = 0
-    chunks = []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise ApiError(413, "body_too_large", "The request body is larger than 2 MB.")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    try:
-        data = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        raise ApiError(400, "bad_json", "The request body is not valid JSON.") from None
-    if not isinstance(data, dict):
-        raise ApiError(422, "invalid_body", "The request body must be a JSON object.")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        code = "unknown_field" if exc.errors()[0]["type"] == "extra_forbidden" else "invalid_field"
-        raise ApiError(422, code, _problem(exc)) from None
-
-
-def check_prompt(prompt: PromptFields) -> None:
-    """413 for text over 1 MB, 422 for empty text or an unknown time zone (before anything is queued)."""
-    if len(prompt.text.encode()) > MAX_PROMPT:
-        raise ApiError(413, "prompt_too_large", "The prompt text is larger than 1 MB.")
-    if not prompt.text.strip():
-        raise ApiError(422, "empty_prompt", "The prompt text is empty.")
-    zone = prompt.clientTimeZone
-    if zone is not None:
-        try:
-            zoneinfo.ZoneInfo(zone)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ApiError(422, "invalid_time_zone", f'"{zone}" is not an IANA time zone.') from None
 
 
 # -- the app -------------------------------------------------------------------------------------
@@ -362,9 +262,10 @@ class Api:
         tail = params.get("tail")
         if tail is not None:
             kind, _, count = tail.partition(":")
-            if kind != "turns" or not count.isdigit():
+            turns = _number(count)
+            if kind != "turns" or turns is None or turns < 0:
                 raise ApiError(422, "invalid_tail", 'tail must look like "turns:2".')
-            start = min(_nth_turn(events, int(count)), _boundary(events, len(events) - TAIL_EVENTS))
+            start = min(_nth_turn(events, turns), _boundary(events, len(events) - TAIL_EVENTS))
             end = len(events)
         else:
             end = _int(params.get("before"), len(events), 0, len(events))
@@ -546,24 +447,24 @@ class Api:
         return Response(status_code=204)
 
 
-class WorkspaceBody(Strict):
-    path: str
-
-
 def _content_type(path: Path) -> str:
     suffix = path.suffix.lower()
     return CONTENT_TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
 
 
+def _number(raw: str | None) -> int | None:
+    """A plain decimal integer (ASCII digits, at most 18), else ``None``: ``²`` or 5,000 digits are no number."""
+    return int(raw) if raw is not None and NUMBER.fullmatch(raw) else None
+
+
 def _int(raw: str | None, default: int, low: int, high: int) -> int:
-    if raw is None or not raw.lstrip("-").isdigit():
-        return default
-    return max(low, min(high, int(raw)))
+    value = _number(raw)
+    return default if value is None else max(low, min(high, value))
 
 
 def _after(request: Request) -> int:
-    raw = request.query_params.get("after") or request.headers.get("last-event-id")
-    return int(raw) if raw is not None and raw.lstrip("-").isdigit() else -1
+    value = _number(request.query_params.get("after") or request.headers.get("last-event-id"))
+    return -1 if value is None else value
 
 
 def _boundary(events: list[Any], index: int) -> int:

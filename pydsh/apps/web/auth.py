@@ -31,7 +31,7 @@ def new_token() -> str:
 
 def token_matches(given: str, token: str) -> bool:
     """Constant-time comparison of a presented token."""
-    return hmac.compare_digest(given.encode(), token.encode())
+    return hmac.compare_digest(given.encode(errors="surrogatepass"), token.encode())
 
 
 def web_dir(home: Path) -> Path:
@@ -92,7 +92,7 @@ class CookieSigner:
     def valid(self, value: str, host: str, now_ms: int | None = None) -> bool:
         """Good signature, not expired, and minted for this ``Host`` (S3)."""
         parts = value.split(".")
-        if len(parts) != 3 or parts[0] != "v1":
+        if len(parts) != 3 or parts[0] != "v1" or not value.isascii():
             return False
         if not hmac.compare_digest(self._mac(f"v1.{parts[1]}"), parts[2]):
             return False

@@ -1,13 +1,15 @@
 """The ASGI guard in front of every route (spec 12 §2 S4–S6, S10).
 
-In order: the DNS-rebinding ``Host`` check (421), the content-type and ``Origin`` checks of
-writes (403), the cookie on ``/api/*`` (401), a declared length over 2 MB (413; the routes cap
-what they read too); and on every response the security headers. Errors are the API's one-line JSON.
+In order: a control character in the path (400), the DNS-rebinding ``Host`` check (421), the
+content-type and ``Origin`` checks of writes (403), the cookie on ``/api/*`` (401), a declared length
+over 2 MB (413; the routes cap what they read too); and on every response the security headers.
+Errors are the API's one-line JSON.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -21,6 +23,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY = 2 * 1024 * 1024
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -83,6 +86,8 @@ class Guard:
         await self.app(scope, receive, secured)
 
     def _refusal(self, scope: Scope, path: str) -> tuple[int, str, str] | None:
+        if CONTROL.search(path):
+            return 400, "invalid_path", "The request path contains a control character."
         host = (header(scope, b"host") or "").lower()
         if host not in self.hosts:
             return 421, "misdirected_request", "This server does not answer for that Host name."

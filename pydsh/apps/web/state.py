@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 import zipfile
@@ -52,6 +53,7 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
     "models.defaultEffort": (None, (str, type(None))),
 }
 CLIENT_ERRORS_PER_MINUTE = 20
+ESCAPED = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
 KEY_ENV = {"deepseek-official": "DEEPSEEK_API_KEY", "openai-compat": "OPENAI_API_KEY"}
 
 
@@ -509,13 +511,22 @@ class WebState:
         return buffer.getvalue()
 
     def client_error(self, message: str, stack: str | None) -> None:
-        """Log a page error (at most 20 a minute; more are counted out silently)."""
+        """Log a page error as one line (at most 20 a minute; more are counted out silently).
+
+        Control characters, line breaks included, are escaped, so a page cannot forge log lines.
+        """
         now = time.monotonic()
         self._client_errors = [t for t in self._client_errors if now - t < 60]
         if len(self._client_errors) >= CLIENT_ERRORS_PER_MINUTE:
             return
         self._client_errors.append(now)
-        log.warning("page error: %s%s", message[:500], f"\n{stack[:4000]}" if stack else "")
+        where = f" | stack: {_escape(stack[:4000])}" if stack else ""
+        log.warning("page error: %s%s", _escape(message[:500]), where)
+
+
+def _escape(text: str) -> str:
+    """``text`` with backslashes doubled and control characters and line separators escaped (``\\n``, ``\\x1b``)."""
+    return ESCAPED.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _workspace(path: str, count: int) -> dict[str, Any]:

@@ -48,6 +48,17 @@ async def test_token_exchange_sets_a_strict_http_only_cookie_and_redirects(web: 
         assert (await fresh.get("/api/sessions")).status_code == 200
 
 
+async def test_a_non_ascii_cookie_is_401(web: Web) -> None:
+    name = web.server.state.signer.name
+    async with httpx.AsyncClient(base_url=web.server.base) as stranger:
+        for value in ("v1.é.x", "v1.abc.ü", "ä"):
+            cookie = {"Cookie": f"{name}={value}".encode()}
+            response = await stranger.get("/api/sessions", headers=cookie)
+            assert response.status_code == 401, value
+            assert response.json()["error"]["code"] == "unauthorized"
+            assert (await stranger.get("/", headers=cookie)).status_code == 401
+
+
 async def test_a_flipped_character_or_another_ports_audience_is_401(web: Web) -> None:
     name = web.server.state.signer.name
     value = web.client.cookies[name]

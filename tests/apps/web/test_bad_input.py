@@ -197,3 +197,77 @@ async def test_a_stored_member_session_is_not_resumed_by_the_page(web: Web) -> N
     one_line_error(await web.put(f"/api/sessions/{member}/permission", {"preset": "read-only"}), 409, "member_session")
     assert ctx.require("agents").get(member) is None
     assert (await web.client.get(f"/api/sessions/{member}")).json()["session"]["status"] == "offline"
+
+
+LONE = b"a\\ud800b"
+
+
+@pytest.mark.parametrize("encoding", ["escape", "utf8-bytes"])
+async def test_lone_surrogates_are_422_naming_the_field_never_a_codec_message(web: Web, encoding: str) -> None:
+    sid = (await web.new_session("first"))["session"]["sessionId"]
+    await web.idle(sid)
+    lone = LONE if encoding == "escape" else b"a\xed\xa0\x80b"
+    before = len(web.host.ctx.require("sessions").get(sid).events)
+    cases = [
+        (f"/api/sessions/{sid}/prompt", b'{"text": "' + lone + b'"}', "text", "POST"),
+        ("/api/sessions", b'{"cwd": "/tmp/' + lone + b'"}', "cwd", "POST"),
+        ("/api/sessions", b'{"cwd": ".", "prompt": {"text": "' + lone + b'"}}', "prompt.text", "POST"),
+        (f"/api/sessions/{sid}/title", b'{"title": "' + lone + b'"}', "title", "PUT"),
+        ("/api/known-workspaces", b'{"path": "' + lone + b'"}', "path", "POST"),
+        ("/api/client-errors", b'{"message": "' + lone + b'"}', "message", "POST"),
+    ]
+    for path, body, field, method in cases:
+        response = await web.client.request(method, path, content=body, headers=JSON)
+        error = one_line_error(response, 422, "invalid_text")
+        assert f'"{field}"' in error["message"] and "codec" not in error["message"], error
+    assert len(web.host.ctx.require("sessions").get(sid).events) == before
+    assert (await web.client.get("/api/sessions")).json()["sessions"][0]["sessionId"] == sid
+    await stored_log_is_sound(web, sid)
+
+
+async def test_a_surrogate_in_a_field_name_is_422_with_an_escaped_name(web: Web) -> None:
+    response = await web.client.post("/api/client-errors", content=b'{"m\\udc00": "x"}', headers=JSON)
+    assert "m\\udc00" in one_line_error(response, 422, "invalid_text")["message"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/static/v0.1.0/app.js%00.png", "/static/v0.1.0/%00", "/api/sessions/%00", "/api/sessions/a%0Ab/events"],
+)
+async def test_control_characters_in_the_path_are_400(web: Web, path: str) -> None:
+    one_line_error(await web.client.get(path), 400, "invalid_path")
+    assert (await web.client.get("/static/v0.1.0/app.js")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=²", "cursor=٣", "limit=" + "9" * 5000, "tail=turns:²", "after=²", "before=¹&limit=¹"]
+)
+async def test_odd_numbers_in_queries_are_never_500(web: Web, query: str) -> None:
+    sid = (await web.new_session("numbers"))["session"]["sessionId"]
+    await web.idle(sid)
+    listed = await web.client.get(f"/api/sessions?{query}")
+    assert listed.status_code == 200
+    page = await web.client.get(f"/api/sessions/{sid}/events?{query}")
+    if query.startswith("tail="):
+        one_line_error(page, 422, "invalid_tail")
+    else:
+        assert page.status_code == 200
+
+
+async def test_deeply_nested_json_is_400(web: Web) -> None:
+    nested = b"[" * 100_000 + b"]" * 100_000
+    one_line_error(await web.client.post("/api/client-errors", content=nested, headers=JSON), 400, "bad_json")
+
+
+async def test_a_page_error_cannot_forge_log_lines(web: Web, caplog: pytest.LogCaptureFixture) -> None:
+    forged = "boom\n2026-01-01 12:00:00 ERROR pydsh.web: forged\r\x1b[31mred\u2028more"
+    with caplog.at_level("WARNING", logger="pydsh.web"):
+        sent = await web.post("/api/client-errors", {"message": forged, "stack": "at a\nat b\\n"})
+        assert sent.status_code == 204
+    [record] = [r for r in caplog.records if r.getMessage().startswith("page error:")]
+    line = record.getMessage()
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line and "\u2028" not in line
+    assert line == (
+        "page error: boom\\n2026-01-01 12:00:00 ERROR pydsh.web: forged\\r\\x1b[31mred\\u2028more"
+        " | stack: at a\\nat b\\\\n"
+    )

@@ -1,0 +1,168 @@
+"""Request bodies of the web API: their models and the one reader every route uses (spec 12 §2 S10, §4).
+
+The reader answers every bad body with one line of JSON before a handler sees it: 413 over 2 MB,
+400 for bad JSON or a client that left mid-body, 422 for unknown or bad fields and for a lone UTF-16
+surrogate anywhere in the text (a ``\\ud800`` escape or its UTF-8 bytes decode to one, and it can
+neither be stored as UTF-8 nor written to a log, so it is refused, never silently altered).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zoneinfo
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.requests import ClientDisconnect, Request
+
+from pydsh.apps.web.errors import ApiError
+from pydsh.apps.web.guard import MAX_BODY
+
+MAX_PROMPT = 1024 * 1024
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PromptFields(Strict):
+    text: str
+    clientMessageId: str | None = None
+    clientTimeZone: str | None = None
+
+
+class PromptBody(PromptFields):
+    mode: Literal["queue", "steer"] = "queue"
+
+
+class ModelBody(Strict):
+    provider: str
+    model: str
+    effort: str | None = None
+
+
+class CreateBody(Strict):
+    cwd: str
+    agentPreset: str | None = None
+    permissionPreset: str | None = None
+    model: ModelBody | None = None
+    prompt: PromptFields | None = None
+
+
+class PermissionBody(Strict):
+    preset: str
+
+
+class TitleBody(Strict):
+    title: str
+
+
+class DecisionBody(Strict):
+    outcome: Literal["allowed-once", "rejected"]
+
+
+class AnswerBody(Strict):
+    id: str
+    selected: list[str]
+    custom: str | None = None
+
+
+class AnswersBody(Strict):
+    answers: list[AnswerBody] | None = None
+    skip: bool = False
+
+
+class EmptyBody(Strict):
+    pass
+
+
+class ClientErrorBody(Strict):
+    message: str
+    stack: str | None = None
+
+
+class WorkspaceBody(Strict):
+    path: str
+
+
+def _problem(exc: ValidationError) -> str:
+    """One sentence naming the first bad field."""
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"]) or "body"
+    if error["type"] == "extra_forbidden":
+        return f'Unknown field "{where}".'
+    if error["type"] == "missing":
+        return f'Field "{where}" is required.'
+    return f'Field "{where}": {error["msg"]}.'
+
+
+def lone_surrogate(data: Any) -> str | None:
+    """The dotted path of the first string or key holding a lone surrogate (escaped), else ``None``."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str) and SURROGATE.search(value):
+            return where or "body"
+        if isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                path = f"{where}.{key}" if where else key
+                if SURROGATE.search(key):
+                    return SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", path)
+                stack.append((path, item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}.{i}" if where else str(i), item) for i, item in reversed(list(enumerate(value))))
+    return None
+
+
+async def _read(request: Request) -> bytes:
+    """The raw body: 413 over 2 MB, 400 when the client left before sending all of it."""
+    size = 0
+    chunks = []
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise ApiError(413, "body_too_large", "The request body is larger than 2 MB.")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ApiError(400, "client_disconnected", "The connection closed before the whole body arrived.") from None
+    return b"".join(chunks)
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    """The JSON body as ``model``; every problem is one 4xx line (see the module docstring)."""
+    raw = await _read(request)
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except (ValueError, RecursionError):
+        raise ApiError(400, "bad_json", "The request body is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise ApiError(422, "invalid_body", "The request body must be a JSON object.")
+    where = lone_surrogate(data)
+    if where is not None:
+        raise ApiError(
+            422, "invalid_text", f'Field "{where}" contains a lone UTF-16 surrogate; send valid Unicode text.'
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        code = "unknown_field" if exc.errors()[0]["type"] == "extra_forbidden" else "invalid_field"
+        raise ApiError(422, code, _problem(exc)) from None
+
+
+def check_prompt(prompt: PromptFields) -> None:
+    """413 for text over 1 MB, 422 for empty text or an unknown time zone (before anything is queued)."""
+    if len(prompt.text.encode()) > MAX_PROMPT:
+        raise ApiError(413, "prompt_too_large", "The prompt text is larger than 1 MB.")
+    if not prompt.text.strip():
+        raise ApiError(422, "empty_prompt", "The prompt text is empty.")
+    zone = prompt.clientTimeZone
+    if zone is not None:
+        try:
+            zoneinfo.ZoneInfo(zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ApiError(422, "invalid_time_zone", f'"{zone}" is not an IANA time zone.') from None
