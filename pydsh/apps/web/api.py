@@ -40,6 +40,7 @@ from pydsh.apps.web.errors import ApiError, error_body, not_found
 from pydsh.apps.web.fanout import Frame, Subscriber
 from pydsh.apps.web.guard import Guard
 from pydsh.apps.web.hub import WebHub
+from pydsh.apps.web.providers import ProviderBody
 from pydsh.apps.web.state import WebState
 from pydsh.apps.web.team import team_view
 
@@ -414,24 +415,20 @@ class Api:
     # -- models, providers, settings ----------------------------------------------------------
 
     async def models(self, request: Request) -> Response:
-        return JSONResponse(await self.state.models(self.hub))
+        return JSONResponse(await self.state.models())
 
     async def add_provider(self, request: Request) -> Response:
-        from pydsh.apps.web.state import ProviderBody
-
         body = await read_body(request, ProviderBody)
-        return JSONResponse({"provider": self.state.save_provider(None, body)}, status_code=201)
+        return JSONResponse({"provider": self.state.providers.save(None, body)}, status_code=201)
 
     async def provider(self, request: Request) -> Response:
-        from pydsh.apps.web.state import ProviderBody
-
         provider_id = request.path_params["providerId"]
         if request.method == "DELETE":
             await read_body(request, EmptyBody)
-            self.state.delete_provider(provider_id)
+            self.state.providers.delete(provider_id)
             return Response(status_code=204)
         body = await read_body(request, ProviderBody)
-        return JSONResponse({"provider": self.state.save_provider(provider_id, body)})
+        return JSONResponse({"provider": self.state.providers.save(provider_id, body)})
 
     async def settings(self, request: Request) -> Response:
         from pydsh.apps.web.state import SettingsPatch
