@@ -62,12 +62,18 @@ CONTENT_TYPES = {
     ".txt": "text/plain; charset=utf-8",
     ".md": "text/plain; charset=utf-8",
 }
-UNAUTHORIZED_PAGE = """<!doctype html>
+SIGN_IN_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>pydsh web: sign in</title></head>
 <body><main><h1>Not signed in</h1>
-<p>Open the URL that <code>pydsh web</code> printed in its terminal (it carries a one-time token).</p>
+{reason}<p>Open the address that <code>pydsh web</code> printed in its terminal. Its <code>token</code>
+is a single-use sign-in token: the first visit trades it for a cookie that keeps this browser signed in
+to that address for 30 days, and the page moves on to <code>/</code>, so the token leaves the address bar.
+From then on the token signs nobody in, so a copy left in browser history or a terminal log is harmless.</p>
+<p>To sign in another browser or another address, restart <code>pydsh web</code> and open the new
+address it prints.</p>
 </main></body></html>
 """
+ALREADY_USED = "<p>That sign-in address was already used.</p>\n"
 
 
 # -- the app -------------------------------------------------------------------------------------
@@ -145,18 +151,26 @@ class Api:
     # -- page --------------------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        """Token exchange (303 + cookie), the page for a signed-in browser, else the 401 page (S2, S4)."""
+        """Token exchange (303 + cookie), the page for a signed-in browser, else the 401 page (S2, S4).
+
+        The token signs in once; a browser that already holds a valid cookie is sent on to ``/``
+        without spending it (a second click on the printed URL).
+        """
         token = request.query_params.get("token")
         host = (request.headers.get("host") or "").lower()
+        value = request.cookies.get(self.state.signer.name)
+        signed_in = value is not None and self.state.signer.valid(value, host)
         if token is not None:
-            if not self.state.token_ok(token):
-                return HTMLResponse(UNAUTHORIZED_PAGE, status_code=401, headers={"Cache-Control": "no-store"})
+            if signed_in:
+                return RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
+            outcome = self.state.sign_in.redeem(token)
+            if outcome != "ok":
+                return _sign_in_page(ALREADY_USED if outcome == "used" else "")
             response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
             response.headers["set-cookie"] = self.state.signer.set_cookie(host, request.url.scheme == "https")
             return response
-        value = request.cookies.get(self.state.signer.name)
-        if value is None or not self.state.signer.valid(value, host):
-            return HTMLResponse(UNAUTHORIZED_PAGE, status_code=401, headers={"Cache-Control": "no-store"})
+        if not signed_in:
+            return _sign_in_page("")
         page = self.state.index_html()
         if page is None:
             log.error("the page's index.html is missing from the package")
@@ -442,6 +456,11 @@ class Api:
         body = await read_body(request, ClientErrorBody)
         self.state.client_error(body.message, body.stack)
         return Response(status_code=204)
+
+
+def _sign_in_page(reason: str) -> Response:
+    """The 401 page: what the printed address and its token are, and how to sign in (S2)."""
+    return HTMLResponse(SIGN_IN_PAGE.format(reason=reason), status_code=401, headers={"Cache-Control": "no-store"})
 
 
 def _content_type(path: Path) -> str:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from pydsh import __version__
-from pydsh.apps.web.auth import CookieSigner, load_secret, token_matches, web_dir
+from pydsh.apps.web.auth import CookieSigner, SignInToken, load_secret, web_dir
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.files import read_json, write_json
 from pydsh.apps.web.providers import Providers, escaped
@@ -115,7 +115,7 @@ class WebState:
         self.ctx = ctx
         self.home = home
         self.dir = web_dir(home)
-        self.token = token
+        self.sign_in = SignInToken(token)
         self.signer = CookieSigner(load_secret(home), port)
         self.first_workspace = first_workspace
         self.profile = profile
@@ -125,9 +125,6 @@ class WebState:
         self._panels = self._load_panels(config)
 
     # -- auth and page --------------------------------------------------------------------------
-
-    def token_ok(self, given: str) -> bool:
-        return token_matches(given, self.token)
 
     def static_file(self, name: str) -> Path | None:
         """A file inside the static folder (no traversal, no hidden files), else ``None``."""
