@@ -6,15 +6,14 @@ thin: they validate the body (unknown fields are 422, sizes 413) and call the :c
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import mimetypes
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
@@ -37,17 +36,18 @@ from pydsh.apps.web.bodies import (
     read_body,
 )
 from pydsh.apps.web.errors import ApiError, error_body, not_found
-from pydsh.apps.web.fanout import Frame, Subscriber
+from pydsh.apps.web.fanout import Frame
 from pydsh.apps.web.guard import Guard
 from pydsh.apps.web.hub import WebHub
+from pydsh.apps.web.limits import Throttle
 from pydsh.apps.web.providers import ProviderBody
+from pydsh.apps.web.sse import EventStream, stream_frames
 from pydsh.apps.web.state import WebState
 from pydsh.apps.web.team import team_view
 
 log = logging.getLogger("pydsh.web")
 
 NUMBER = re.compile(r"-?[0-9]{1,18}")
-PING_S = 15
 EVENTS_LIMIT = 500
 TAIL_EVENTS = 200
 CONTENT_TYPES = {
@@ -79,9 +79,9 @@ ALREADY_USED = "<p>That sign-in address was already used.</p>\n"
 # -- the app -------------------------------------------------------------------------------------
 
 
-def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str]) -> Guard:
+def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str], throttle: Throttle) -> Guard:
     """The guarded ASGI app of one server start."""
-    api = Api(hub, state)
+    api = Api(hub, state, throttle)
     routes: list[BaseRoute] = [
         Route("/", api.index),
         Route("/favicon.ico", api.favicon),
@@ -120,7 +120,7 @@ def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str]) -> Guar
         exception_handlers={ApiError: _api_error, 404: _not_found, 405: _not_allowed, Exception: _internal},
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
-    return Guard(app, guard_hosts, state.signer)
+    return Guard(app, guard_hosts, state.signer, throttle)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -144,9 +144,10 @@ async def _internal(request: Request, exc: Exception) -> Response:
 class Api:
     """Route handlers over one hub and the server's persistent state."""
 
-    def __init__(self, hub: WebHub, state: WebState) -> None:
+    def __init__(self, hub: WebHub, state: WebState, throttle: Throttle) -> None:
         self.hub = hub
         self.state = state
+        self.throttle = throttle
 
     # -- page --------------------------------------------------------------------------------
 
@@ -300,39 +301,37 @@ class Api:
         """The session stream (§4.3): hello, replay after ``after``/``Last-Event-ID``, then live frames."""
         sid = request.path_params["id"]
         after = _after(request)
-        sub, live_events, inflight = self.hub.subscribe(sid)
-        try:
+        with contextlib.ExitStack() as held:
+            held.callback(self._stream_slot(request))
+            sub, live_events, inflight = self.hub.subscribe(sid)
+            held.callback(self.hub.unsubscribe, sid, sub)
             events = live_events if live_events is not None else list((await self.hub.read(sid)).events)
-        except BaseException:
-            self.hub.unsubscribe(sid, sub)
-            raise
-        hello = {
-            "sessionId": sid,
-            "lastSeq": events[-1]["seq"] if events else -1,
-            "status": self.hub.status_of(sid),
-            "pending": self.hub.pending(sid),
-        }
-        replay: list[Frame] = [("hello", hello, None)]
-        replay += [("session-event", e, e["seq"]) for e in events if e["seq"] > after]
-        replay += [("assistant-stream", f, None) for f in inflight]
-        team = team_view(self.hub, sid)
-        if team is not None:
-            replay.append(("team", team, None))
-
-        def done() -> None:
-            self.hub.unsubscribe(sid, sub)
-
-        return _sse(_frames(replay, sub, after), done)
+            hello = {
+                "sessionId": sid,
+                "lastSeq": events[-1]["seq"] if events else -1,
+                "status": self.hub.status_of(sid),
+                "pending": self.hub.pending(sid),
+            }
+            replay: list[Frame] = [("hello", hello, None)]
+            replay += [("session-event", e, e["seq"]) for e in events if e["seq"] > after]
+            replay += [("assistant-stream", f, None) for f in inflight]
+            team = team_view(self.hub, sid)
+            if team is not None:
+                replay.append(("team", team, None))
+            return EventStream(stream_frames(replay, sub, after), held.pop_all().close)
 
     async def index_stream(self, request: Request) -> Response:
-        sub = self.hub.subscribe_index()
-        summaries = await self.hub.list_summaries()
-        hello = {"sessions": summaries, "workspaces": self.state.workspaces(summaries)}
+        with contextlib.ExitStack() as held:
+            held.callback(self._stream_slot(request))
+            sub = self.hub.subscribe_index()
+            held.callback(self.hub.unsubscribe_index, sub)
+            summaries = await self.hub.list_summaries()
+            hello = {"sessions": summaries, "workspaces": self.state.workspaces(summaries)}
+            return EventStream(stream_frames([("hello", hello, None)], sub, None), held.pop_all().close)
 
-        def done() -> None:
-            self.hub.unsubscribe_index(sub)
-
-        return _sse(_frames([("hello", hello, None)], sub, None), done)
+    def _stream_slot(self, request: Request) -> Callable[[], None]:
+        """One of the client's (its cookie's) stream slots, else 429/503; returns its release."""
+        return self.throttle.streams.acquire(request.cookies.get(self.state.signer.name, ""))
 
     async def prompt(self, request: Request) -> Response:
         body = await read_body(request, PromptBody)
@@ -500,46 +499,3 @@ def _nth_turn(events: list[Any], n: int) -> int:
             if seen == n:
                 return i
     return 0
-
-
-async def _frames(replay: list[Frame], sub: Subscriber, after: int | None) -> AsyncIterator[dict[str, Any]]:
-    """Replay, then live frames; ``session-event`` frames deduplicated by seq (rule 1)."""
-    last = after if after is not None else -1
-    for frame in replay:
-        out = _encode(frame, last)
-        if out is not None:
-            last = last if frame[2] is None else max(last, frame[2])
-            yield out
-    while True:
-        batch = await sub.next_batch(PING_S)
-        if batch is None:
-            if sub.overflowed:
-                yield {"event": "overflow", "data": json.dumps({"lastSentSeq": last})}
-            return
-        for frame in batch:
-            out = _encode(frame, last)
-            if out is not None:
-                last = last if frame[2] is None else max(last, frame[2])
-                yield out
-
-
-def _encode(frame: Frame, last: int) -> dict[str, Any] | None:
-    name, data, seq = frame
-    if seq is not None and seq <= last:
-        return None
-    out: dict[str, Any] = {"event": name, "data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
-    if seq is not None:
-        out["id"] = str(seq)
-    return out
-
-
-def _sse(frames: AsyncIterator[dict[str, Any]], done: Callable[[], None]) -> Response:
-    async def guarded() -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for frame in frames:
-                yield frame
-        finally:
-            done()
-
-    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return EventSourceResponse(guarded(), ping=PING_S, headers=headers, send_timeout=30)

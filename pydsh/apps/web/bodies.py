@@ -1,7 +1,7 @@
 """Request bodies of the web API: their models and the one reader every route uses (spec 12 §2 S10, §4).
 
-The reader answers every bad body with one line of JSON before a handler sees it: 413 over 2 MB,
-400 for bad JSON or a client that left mid-body, 422 for unknown or bad fields and for a lone UTF-16
+The reader answers every bad body with one line of JSON before a handler sees it: 413 over 2 MB, 408
+when the body is too slow, 400 for bad JSON, 422 for unknown or bad fields and for a lone UTF-16
 surrogate anywhere in the text (a ``\\ud800`` escape or its UTF-8 bytes decode to one, and it can
 neither be stored as UTF-8 nor written to a log, so it is refused, never silently altered).
 """
@@ -18,6 +18,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from pydsh.apps.web.errors import ApiError
 from pydsh.apps.web.guard import MAX_BODY
+from pydsh.apps.web.limits import BODY_TIMED_OUT
 
 MAX_PROMPT = 1024 * 1024
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -119,7 +120,7 @@ def lone_surrogate(data: Any) -> str | None:
 
 
 async def _read(request: Request) -> bytes:
-    """The raw body: 413 over 2 MB, 400 when the client left before sending all of it."""
+    """The raw body: 413 over 2 MB, 408 when the body deadline passed, 400 when the client left."""
     size = 0
     chunks = []
     try:
@@ -129,6 +130,11 @@ async def _read(request: Request) -> bytes:
                 raise ApiError(413, "body_too_large", "The request body is larger than 2 MB.")
             chunks.append(chunk)
     except ClientDisconnect:
+        seconds = request.scope.get(BODY_TIMED_OUT)
+        if seconds is not None:
+            raise ApiError(
+                408, "body_timeout", f"The request body did not arrive within {seconds:g} seconds."
+            ) from None
         raise ApiError(400, "client_disconnected", "The connection closed before the whole body arrived.") from None
     return b"".join(chunks)
 

@@ -27,6 +27,7 @@ from pydsh import __version__
 from pydsh.apps.web.auth import CookieSigner, SignInToken, load_secret, web_dir
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.files import read_json, write_json
+from pydsh.apps.web.limits import Limits
 from pydsh.apps.web.providers import Providers, escaped
 from pydsh.apps.web.summary import workspace_id
 from pydsh.kernel.context import Context
@@ -73,6 +74,7 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     panels: list[PanelConfig] = []
+    limits: Limits = Limits()
 
 
 class SettingsPatch(BaseModel):
