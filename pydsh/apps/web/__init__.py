@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydsh.apps.web.hub import WebHub
+from pydsh.apps.web.limits import Throttle, open_file_limit
 from pydsh.apps.web.options import WebOptions, WebUsageError, host_literal, is_loopback, parse_options, refusal
 from pydsh.apps.web.state import STATIC, Config, WebState
 from pydsh.kernel.context import Context
@@ -101,6 +102,7 @@ class RunningServer:
     server: Any
     task: asyncio.Task[None]
     sock: socket.socket
+    throttle: Throttle
 
     @property
     def url(self) -> str:
@@ -112,6 +114,7 @@ class RunningServer:
         self.server.should_exit = True
         await asyncio.wait({self.task}, timeout=SHUTDOWN_BOUND_S)
         self.sock.close()
+        self.throttle.unwatch()
 
 
 async def start_server(
@@ -122,6 +125,7 @@ async def start_server(
 
     from pydsh.apps.web.api import build_app
     from pydsh.apps.web.auth import allowed_hosts, new_token
+    from pydsh.apps.web.connections import protocol_class
     from pydsh.kernel.compose import dsh_home
 
     ctx = host.ctx
@@ -140,10 +144,13 @@ async def start_server(
     )
     hub = WebHub(host)
     hub.start()
-    app = build_app(hub, state, allowed_hosts(options.host, port, options.trusted_hosts))
+    throttle = Throttle(config.limits.fitted(open_file_limit()))
+    app = build_app(hub, state, allowed_hosts(options.host, port, options.trusted_hosts), throttle)
     server = _Server(
         uvicorn.Config(
             app,
+            http=protocol_class(throttle),
+            backlog=throttle.limits.maxConnections,
             log_config=None,
             log_level="warning",
             access_log=False,
@@ -152,15 +159,17 @@ async def start_server(
             timeout_graceful_shutdown=2,
         )
     )
+    throttle.watch(asyncio.get_running_loop())
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.005)
     if task.done():
+        throttle.unwatch()
         await hub.stop()
         task.result()
         raise OSError("the web server stopped while starting")
     base = f"http://{host_literal(options.host)}:{port}"
-    return RunningServer(base, token, hub, state, server, task, sock)
+    return RunningServer(base, token, hub, state, server, task, sock, throttle)
 
 
 async def serve(host: Host, config: Config, options: WebOptions, sock: socket.socket) -> int:

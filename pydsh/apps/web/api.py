@@ -6,16 +6,14 @@ thin: they validate the body (unknown fields are 422, sizes 413) and call the :c
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import mimetypes
-import zoneinfo
-from collections.abc import AsyncIterator, Callable
+import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
@@ -23,19 +21,33 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Redire
 from starlette.routing import BaseRoute, Route
 
 from pydsh import __version__
+from pydsh.apps.web.bodies import (
+    AnswersBody,
+    ClientErrorBody,
+    CreateBody,
+    DecisionBody,
+    EmptyBody,
+    ModelBody,
+    PermissionBody,
+    PromptBody,
+    TitleBody,
+    WorkspaceBody,
+    check_prompt,
+    read_body,
+)
 from pydsh.apps.web.errors import ApiError, error_body, not_found
-from pydsh.apps.web.fanout import Frame, Subscriber
-from pydsh.apps.web.guard import MAX_BODY, Guard
+from pydsh.apps.web.fanout import Frame
+from pydsh.apps.web.guard import Guard
 from pydsh.apps.web.hub import WebHub
+from pydsh.apps.web.limits import Throttle
+from pydsh.apps.web.providers import ProviderBody
+from pydsh.apps.web.sse import EventStream, stream_frames
 from pydsh.apps.web.state import WebState
 from pydsh.apps.web.team import team_view
-from pydsh.kernel.text import utf8
-from pydsh.sdk.framing import MAX_DEPTH, FrameError, FrameTooDeep, parse_frame
 
 log = logging.getLogger("pydsh.web")
 
-MAX_PROMPT = 1024 * 1024
-PING_S = 15
+NUMBER = re.compile(r"-?[0-9]{1,18}")
 EVENTS_LIMIT = 500
 TAIL_EVENTS = 200
 CONTENT_TYPES = {
@@ -50,135 +62,26 @@ CONTENT_TYPES = {
     ".txt": "text/plain; charset=utf-8",
     ".md": "text/plain; charset=utf-8",
 }
-UNAUTHORIZED_PAGE = """<!doctype html>
+SIGN_IN_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>pydsh web: sign in</title></head>
 <body><main><h1>Not signed in</h1>
-<p>Open the URL that <code>pydsh web</code> printed in its terminal (it carries a one-time token).</p>
+{reason}<p>Open the address that <code>pydsh web</code> printed in its terminal. Its <code>token</code>
+is a single-use sign-in token: the first visit trades it for a cookie that keeps this browser signed in
+to that address for 30 days, and the page moves on to <code>/</code>, so the token leaves the address bar.
+From then on the token signs nobody in, so a copy left in browser history or a terminal log is harmless.</p>
+<p>To sign in another browser or another address, restart <code>pydsh web</code> and open the new
+address it prints.</p>
 </main></body></html>
 """
-
-M = TypeVar("M", bound=BaseModel)
-
-
-# -- request bodies ------------------------------------------------------------------------------
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class PromptFields(Strict):
-    text: str
-    clientMessageId: str | None = None
-    clientTimeZone: str | None = None
-
-
-class PromptBody(PromptFields):
-    mode: Literal["queue", "steer"] = "queue"
-
-
-class ModelBody(Strict):
-    provider: str
-    model: str
-    effort: str | None = None
-
-
-class CreateBody(Strict):
-    cwd: str
-    agentPreset: str | None = None
-    permissionPreset: str | None = None
-    model: ModelBody | None = None
-    prompt: PromptFields | None = None
-
-
-class PermissionBody(Strict):
-    preset: str
-
-
-class TitleBody(Strict):
-    title: str
-
-
-class DecisionBody(Strict):
-    outcome: Literal["allowed-once", "rejected"]
-
-
-class AnswerBody(Strict):
-    id: str
-    selected: list[str]
-    custom: str | None = None
-
-
-class AnswersBody(Strict):
-    answers: list[AnswerBody] | None = None
-    skip: bool = False
-
-
-class EmptyBody(Strict):
-    pass
-
-
-class ClientErrorBody(Strict):
-    message: str
-    stack: str | None = None
-
-
-def _problem(exc: ValidationError) -> str:
-    """One sentence naming the first bad field."""
-    error = exc.errors()[0]
-    where = ".".join(str(p) for p in error["loc"]) or "body"
-    if error["type"] == "extra_forbidden":
-        return f'Unknown field "{where}".'
-    if error["type"] == "missing":
-        return f'Field "{where}" is required.'
-    return f'Field "{where}": {error["msg"]}.'
-
-
-async def read_body(request: Request, model: type[M]) -> M:
-    """The JSON body as ``model``: 413 over 2 MB, 400 for bad JSON, 422 for unknown or bad fields."""
-    size = 0
-    chunks = []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise ApiError(413, "body_too_large", "The request body is larger than 2 MB.")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    try:
-        data = parse_frame(raw) if raw.strip() else {}
-    except FrameTooDeep:
-        raise ApiError(400, "bad_json", f"The request body nests deeper than {MAX_DEPTH} levels.") from None
-    except FrameError:
-        raise ApiError(400, "bad_json", "The request body is not valid JSON.") from None
-    if not isinstance(data, dict):
-        raise ApiError(422, "invalid_body", "The request body must be a JSON object.")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        code = "unknown_field" if exc.errors()[0]["type"] == "extra_forbidden" else "invalid_field"
-        raise ApiError(422, code, _problem(exc)) from None
-
-
-def check_prompt(prompt: PromptFields) -> None:
-    """413 for text over 1 MB, 422 for empty text or an unknown time zone (before anything is queued)."""
-    if len(utf8(prompt.text)) > MAX_PROMPT:
-        raise ApiError(413, "prompt_too_large", "The prompt text is larger than 1 MB.")
-    if not prompt.text.strip():
-        raise ApiError(422, "empty_prompt", "The prompt text is empty.")
-    zone = prompt.clientTimeZone
-    if zone is not None:
-        try:
-            zoneinfo.ZoneInfo(zone)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ApiError(422, "invalid_time_zone", f'"{zone}" is not an IANA time zone.') from None
+ALREADY_USED = "<p>That sign-in address was already used.</p>\n"
 
 
 # -- the app -------------------------------------------------------------------------------------
 
 
-def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str]) -> Guard:
+def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str], throttle: Throttle) -> Guard:
     """The guarded ASGI app of one server start."""
-    api = Api(hub, state)
+    api = Api(hub, state, throttle)
     routes: list[BaseRoute] = [
         Route("/", api.index),
         Route("/favicon.ico", api.favicon),
@@ -217,7 +120,7 @@ def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str]) -> Guar
         exception_handlers={ApiError: _api_error, 404: _not_found, 405: _not_allowed, Exception: _internal},
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
-    return Guard(app, guard_hosts, state.signer)
+    return Guard(app, guard_hosts, state.signer, throttle)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -241,25 +144,34 @@ async def _internal(request: Request, exc: Exception) -> Response:
 class Api:
     """Route handlers over one hub and the server's persistent state."""
 
-    def __init__(self, hub: WebHub, state: WebState) -> None:
+    def __init__(self, hub: WebHub, state: WebState, throttle: Throttle) -> None:
         self.hub = hub
         self.state = state
+        self.throttle = throttle
 
     # -- page --------------------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        """Token exchange (303 + cookie), the page for a signed-in browser, else the 401 page (S2, S4)."""
+        """Token exchange (303 + cookie), the page for a signed-in browser, else the 401 page (S2, S4).
+
+        The token signs in once; a browser that already holds a valid cookie is sent on to ``/``
+        without spending it (a second click on the printed URL).
+        """
         token = request.query_params.get("token")
         host = (request.headers.get("host") or "").lower()
+        value = request.cookies.get(self.state.signer.name)
+        signed_in = value is not None and self.state.signer.valid(value, host)
         if token is not None:
-            if not self.state.token_ok(token):
-                return HTMLResponse(UNAUTHORIZED_PAGE, status_code=401, headers={"Cache-Control": "no-store"})
+            if signed_in:
+                return RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
+            outcome = self.state.sign_in.redeem(token)
+            if outcome != "ok":
+                return _sign_in_page(ALREADY_USED if outcome == "used" else "")
             response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
             response.headers["set-cookie"] = self.state.signer.set_cookie(host, request.url.scheme == "https")
             return response
-        value = request.cookies.get(self.state.signer.name)
-        if value is None or not self.state.signer.valid(value, host):
-            return HTMLResponse(UNAUTHORIZED_PAGE, status_code=401, headers={"Cache-Control": "no-store"})
+        if not signed_in:
+            return _sign_in_page("")
         page = self.state.index_html()
         if page is None:
             log.error("the page's index.html is missing from the package")
@@ -366,9 +278,10 @@ class Api:
         tail = params.get("tail")
         if tail is not None:
             kind, _, count = tail.partition(":")
-            if kind != "turns" or not count.isdigit():
+            turns = _number(count)
+            if kind != "turns" or turns is None or turns < 0:
                 raise ApiError(422, "invalid_tail", 'tail must look like "turns:2".')
-            start = min(_nth_turn(events, int(count)), _boundary(events, len(events) - TAIL_EVENTS))
+            start = min(_nth_turn(events, turns), _boundary(events, len(events) - TAIL_EVENTS))
             end = len(events)
         else:
             end = _int(params.get("before"), len(events), 0, len(events))
@@ -388,39 +301,37 @@ class Api:
         """The session stream (§4.3): hello, replay after ``after``/``Last-Event-ID``, then live frames."""
         sid = request.path_params["id"]
         after = _after(request)
-        sub, live_events, inflight = self.hub.streams.subscribe(sid)
-        try:
+        with contextlib.ExitStack() as held:
+            held.callback(self._stream_slot(request))
+            sub, live_events, inflight = self.hub.streams.subscribe(sid)
+            held.callback(self.hub.streams.unsubscribe, sid, sub)
             events = live_events if live_events is not None else list((await self.hub.views.read(sid)).events)
-        except BaseException:
-            self.hub.streams.unsubscribe(sid, sub)
-            raise
-        hello = {
-            "sessionId": sid,
-            "lastSeq": events[-1]["seq"] if events else -1,
-            "status": self.hub.views.status_of(sid),
-            "pending": self.hub.waiting.pending(sid),
-        }
-        replay: list[Frame] = [("hello", hello, None)]
-        replay += [("session-event", e, e["seq"]) for e in events if e["seq"] > after]
-        replay += [("assistant-stream", f, None) for f in inflight]
-        team = team_view(self.hub, sid)
-        if team is not None:
-            replay.append(("team", team, None))
-
-        def done() -> None:
-            self.hub.streams.unsubscribe(sid, sub)
-
-        return _sse(_frames(replay, sub, after), done)
+            hello = {
+                "sessionId": sid,
+                "lastSeq": events[-1]["seq"] if events else -1,
+                "status": self.hub.views.status_of(sid),
+                "pending": self.hub.waiting.pending(sid),
+            }
+            replay: list[Frame] = [("hello", hello, None)]
+            replay += [("session-event", e, e["seq"]) for e in events if e["seq"] > after]
+            replay += [("assistant-stream", f, None) for f in inflight]
+            team = team_view(self.hub, sid)
+            if team is not None:
+                replay.append(("team", team, None))
+            return EventStream(stream_frames(replay, sub, after), held.pop_all().close)
 
     async def index_stream(self, request: Request) -> Response:
-        sub = self.hub.streams.subscribe_index()
-        summaries = await self.hub.views.list_summaries()
-        hello = {"sessions": summaries, "workspaces": self.state.workspaces(summaries)}
+        with contextlib.ExitStack() as held:
+            held.callback(self._stream_slot(request))
+            sub = self.hub.streams.subscribe_index()
+            held.callback(self.hub.streams.unsubscribe_index, sub)
+            summaries = await self.hub.views.list_summaries()
+            hello = {"sessions": summaries, "workspaces": self.state.workspaces(summaries)}
+            return EventStream(stream_frames([("hello", hello, None)], sub, None), held.pop_all().close)
 
-        def done() -> None:
-            self.hub.streams.unsubscribe_index(sub)
-
-        return _sse(_frames([("hello", hello, None)], sub, None), done)
+    def _stream_slot(self, request: Request) -> Callable[[], None]:
+        """One of the client's (its cookie's) stream slots, else 429/503; returns its release."""
+        return self.throttle.streams.acquire(request.cookies.get(self.state.signer.name, ""))
 
     async def prompt(self, request: Request) -> Response:
         body = await read_body(request, PromptBody)
@@ -517,24 +428,20 @@ class Api:
     # -- models, providers, settings ----------------------------------------------------------
 
     async def models(self, request: Request) -> Response:
-        return JSONResponse(await self.state.models(self.hub))
+        return JSONResponse(await self.state.models())
 
     async def add_provider(self, request: Request) -> Response:
-        from pydsh.apps.web.state import ProviderBody
-
         body = await read_body(request, ProviderBody)
-        return JSONResponse({"provider": self.state.save_provider(None, body)}, status_code=201)
+        return JSONResponse({"provider": self.state.providers.save(None, body)}, status_code=201)
 
     async def provider(self, request: Request) -> Response:
-        from pydsh.apps.web.state import ProviderBody
-
         provider_id = request.path_params["providerId"]
         if request.method == "DELETE":
             await read_body(request, EmptyBody)
-            self.state.delete_provider(provider_id)
+            self.state.providers.delete(provider_id)
             return Response(status_code=204)
         body = await read_body(request, ProviderBody)
-        return JSONResponse({"provider": self.state.save_provider(provider_id, body)})
+        return JSONResponse({"provider": self.state.providers.save(provider_id, body)})
 
     async def settings(self, request: Request) -> Response:
         from pydsh.apps.web.state import SettingsPatch
@@ -550,8 +457,9 @@ class Api:
         return Response(status_code=204)
 
 
-class WorkspaceBody(Strict):
-    path: str
+def _sign_in_page(reason: str) -> Response:
+    """The 401 page: what the printed address and its token are, and how to sign in (S2)."""
+    return HTMLResponse(SIGN_IN_PAGE.format(reason=reason), status_code=401, headers={"Cache-Control": "no-store"})
 
 
 def _content_type(path: Path) -> str:
@@ -559,15 +467,19 @@ def _content_type(path: Path) -> str:
     return CONTENT_TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
 
 
+def _number(raw: str | None) -> int | None:
+    """A plain decimal integer (ASCII digits, at most 18), else ``None``: ``²`` or 5,000 digits are no number."""
+    return int(raw) if raw is not None and NUMBER.fullmatch(raw) else None
+
+
 def _int(raw: str | None, default: int, low: int, high: int) -> int:
-    if raw is None or not raw.lstrip("-").isdigit():
-        return default
-    return max(low, min(high, int(raw)))
+    value = _number(raw)
+    return default if value is None else max(low, min(high, value))
 
 
 def _after(request: Request) -> int:
-    raw = request.query_params.get("after") or request.headers.get("last-event-id")
-    return int(raw) if raw is not None and raw.lstrip("-").isdigit() else -1
+    value = _number(request.query_params.get("after") or request.headers.get("last-event-id"))
+    return -1 if value is None else value
 
 
 def _boundary(events: list[Any], index: int) -> int:
@@ -587,46 +499,3 @@ def _nth_turn(events: list[Any], n: int) -> int:
             if seen == n:
                 return i
     return 0
-
-
-async def _frames(replay: list[Frame], sub: Subscriber, after: int | None) -> AsyncIterator[dict[str, Any]]:
-    """Replay, then live frames; ``session-event`` frames deduplicated by seq (rule 1)."""
-    last = after if after is not None else -1
-    for frame in replay:
-        out = _encode(frame, last)
-        if out is not None:
-            last = last if frame[2] is None else max(last, frame[2])
-            yield out
-    while True:
-        batch = await sub.next_batch(PING_S)
-        if batch is None:
-            if sub.overflowed:
-                yield {"event": "overflow", "data": json.dumps({"lastSentSeq": last})}
-            return
-        for frame in batch:
-            out = _encode(frame, last)
-            if out is not None:
-                last = last if frame[2] is None else max(last, frame[2])
-                yield out
-
-
-def _encode(frame: Frame, last: int) -> dict[str, Any] | None:
-    name, data, seq = frame
-    if seq is not None and seq <= last:
-        return None
-    out: dict[str, Any] = {"event": name, "data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
-    if seq is not None:
-        out["id"] = str(seq)
-    return out
-
-
-def _sse(frames: AsyncIterator[dict[str, Any]], done: Callable[[], None]) -> Response:
-    async def guarded() -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for frame in frames:
-                yield frame
-        finally:
-            done()
-
-    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return EventSourceResponse(guarded(), ping=PING_S, headers=headers, send_timeout=30)

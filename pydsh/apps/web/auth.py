@@ -1,6 +1,6 @@
 """Tokens, the signed auth cookie and the Host allow-list of ``pydsh web`` (spec 12 §2 S1–S5).
 
-Stdlib only: the token is ``secrets.token_urlsafe(32)``; the cookie is
+Stdlib only: the token is ``secrets.token_urlsafe(32)`` and signs in once; the cookie is
 ``v1.<base64url(JSON {v, aud, iat, exp})>.<base64url(HMAC-SHA256)>`` keyed by a 32-byte secret in
 ``$DSH_HOME/web/secret``. Times in the cookie are epoch milliseconds, like every time of the API.
 """
@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
+from typing import Literal
 
 from pydsh.apps.web.options import host_literal
 
@@ -31,7 +32,28 @@ def new_token() -> str:
 
 def token_matches(given: str, token: str) -> bool:
     """Constant-time comparison of a presented token."""
-    return hmac.compare_digest(given.encode(), token.encode())
+    return hmac.compare_digest(given.encode(errors="surrogatepass"), token.encode())
+
+
+class SignInToken:
+    """The token of the printed URL: it signs in once (S1, S2).
+
+    The first ``GET /?token=`` trades it for the cookie; afterwards it is refused, so a copy left in
+    browser history, a terminal log or a shared screen signs nobody in.
+    """
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+        self._used = False
+
+    def redeem(self, given: str) -> Literal["ok", "used", "wrong"]:
+        """``ok`` the first time the right token is given, ``used`` after that, else ``wrong``."""
+        if not token_matches(given, self.value):
+            return "wrong"
+        if self._used:
+            return "used"
+        self._used = True
+        return "ok"
 
 
 def web_dir(home: Path) -> Path:
@@ -92,7 +114,7 @@ class CookieSigner:
     def valid(self, value: str, host: str, now_ms: int | None = None) -> bool:
         """Good signature, not expired, and minted for this ``Host`` (S3)."""
         parts = value.split(".")
-        if len(parts) != 3 or parts[0] != "v1":
+        if len(parts) != 3 or parts[0] != "v1" or not value.isascii():
             return False
         if not hmac.compare_digest(self._mac(f"v1.{parts[1]}"), parts[2]):
             return False

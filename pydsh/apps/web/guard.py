@@ -1,18 +1,21 @@
 """The ASGI guard in front of every route (spec 12 §2 S4–S6, S10).
 
-In order: the DNS-rebinding ``Host`` check (421), the content-type and ``Origin`` checks of
-writes (403), the cookie on ``/api/*`` (401), a declared length over 2 MB (413; the routes cap
-what they read too); and on every response the security headers. Errors are the API's one-line JSON.
+In order: a control character in the path (400), the DNS-rebinding ``Host`` check (421), the
+content-type and ``Origin`` checks of writes (403), the cookie on ``/api/*`` (401), a declared length
+over 2 MB (413; the routes cap what they read too); then the body deadline on ``receive`` and on
+every response the security headers. Errors are the API's one-line JSON.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from pydsh.apps.web.auth import CookieSigner
 from pydsh.apps.web.errors import error_body
+from pydsh.apps.web.limits import Throttle
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -21,6 +24,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY = 2 * 1024 * 1024
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -54,10 +58,11 @@ def cookie(scope: Scope, name: str) -> str | None:
 class Guard:
     """Wraps the app; knows the allowed ``Host`` values and the cookie signer."""
 
-    def __init__(self, app: ASGIApp, hosts: frozenset[str], signer: CookieSigner) -> None:
+    def __init__(self, app: ASGIApp, hosts: frozenset[str], signer: CookieSigner, throttle: Throttle) -> None:
         self.app = app
         self.hosts = hosts
         self.signer = signer
+        self.throttle = throttle
 
     def authorized(self, scope: Scope) -> bool:
         """A valid cookie minted for this request's ``Host``."""
@@ -80,9 +85,11 @@ class Guard:
         if length is not None and length.isdigit() and int(length) > MAX_BODY:
             await _json(secured, 413, "body_too_large", "The request body is larger than 2 MB.")
             return
-        await self.app(scope, receive, secured)
+        await self.app(scope, self.throttle.body_deadline(scope, receive), secured)
 
     def _refusal(self, scope: Scope, path: str) -> tuple[int, str, str] | None:
+        if CONTROL.search(path):
+            return 400, "invalid_path", "The request path contains a control character."
         host = (header(scope, b"host") or "").lower()
         if host not in self.hosts:
             return 421, "misdirected_request", "This server does not answer for that Host name."

@@ -14,18 +14,21 @@ import io
 import json
 import logging
 import os
-import tempfile
+import re
 import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from pydsh import __version__
-from pydsh.apps.web.auth import CookieSigner, load_secret, token_matches, web_dir
+from pydsh.apps.web.auth import CookieSigner, SignInToken, load_secret, web_dir
 from pydsh.apps.web.errors import ApiError, not_found
+from pydsh.apps.web.files import read_json, write_json
+from pydsh.apps.web.limits import Limits
+from pydsh.apps.web.providers import Providers, escaped
 from pydsh.apps.web.summary import workspace_id
 from pydsh.kernel.context import Context
 
@@ -52,7 +55,7 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
     "models.defaultEffort": (None, (str, type(None))),
 }
 CLIENT_ERRORS_PER_MINUTE = 20
-KEY_ENV = {"deepseek-official": "DEEPSEEK_API_KEY", "openai-compat": "OPENAI_API_KEY"}
+ESCAPED = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class PanelConfig(BaseModel):
@@ -71,28 +74,7 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     panels: list[PanelConfig] = []
-
-
-class ProviderModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
-    label: str | None = None
-    contextWindow: int | None = Field(default=None, gt=0)
-    efforts: list[str] = []
-
-
-class ProviderBody(BaseModel):
-    """``POST/PUT /api/providers``: the key is write-only (S8)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["deepseek", "openai-compatible"]
-    id: str | None = None
-    label: str | None = None
-    baseUrl: str | None = None
-    apiKey: str | None = None
-    models: list[ProviderModel] | None = None
+    limits: Limits = Limits()
 
 
 class SettingsPatch(BaseModel):
@@ -117,31 +99,6 @@ class Panel:
         return out
 
 
-def write_json(path: Path, value: Any, mode: int = 0o600) -> None:
-    """Atomic write: a temporary file in the same folder, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(value, out, indent=2, ensure_ascii=False)
-            out.write("\n")
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def read_json(path: Path, default: Any) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return default
-    except (OSError, ValueError):
-        log.warning("ignored unreadable %s", path.name)
-        return default
-
-
 class WebState:
     """What one server start knows besides the hub."""
 
@@ -160,18 +117,16 @@ class WebState:
         self.ctx = ctx
         self.home = home
         self.dir = web_dir(home)
-        self.token = token
+        self.sign_in = SignInToken(token)
         self.signer = CookieSigner(load_secret(home), port)
         self.first_workspace = first_workspace
         self.profile = profile
+        self.providers = Providers(ctx, home, profile)
         self.static_dir = static_dir.resolve()
         self._client_errors: list[float] = []
         self._panels = self._load_panels(config)
 
     # -- auth and page --------------------------------------------------------------------------
-
-    def token_ok(self, given: str) -> bool:
-        return token_matches(given, self.token)
 
     def static_file(self, name: str) -> Path | None:
         """A file inside the static folder (no traversal, no hidden files), else ``None``."""
@@ -349,115 +304,12 @@ class WebState:
         write_json(self._settings_file, out)
         if {"models.defaultProvider", "models.defaultModel"} & set(changes) and values["models.defaultModel"]:
             route = {"provider": values["models.defaultProvider"], "model": values["models.defaultModel"]}
-            self._patch_row("agent-default-model", lambda config: {**config, **route})
+            self.providers.patch_row("agent-default-model", lambda config: {**config, **escaped(route)})
         return out
 
-    # -- providers and keys ---------------------------------------------------------------------
-
-    def key_source(self, provider: str, env: str | None = None) -> str | None:
-        """``env`` or ``credentials`` when a key is configured (the key itself never leaves)."""
-        env = env or KEY_ENV.get(provider)
-        if env and os.environ.get(env, "").strip():
-            return "env"
-        stored = read_json(self.home / "credentials.json", {})
-        if isinstance(stored, dict) and isinstance(stored.get(provider), str) and stored[provider].strip():
-            return "credentials"
-        return None
-
-    async def models(self, hub: WebHub) -> dict[str, Any]:
-        """Configured routes with their models and efforts (F26, F41)."""
-        llm = self.ctx.require("llm")
-        providers = []
-        for info, catalog in await llm.catalogs():
-            pid = info["id"]
-            keyless, env = _key_env(llm.adapter_for(pid), pid)
-            source = self.key_source(pid, env)
-            entry: dict[str, Any] = {
-                "id": pid,
-                "label": info.get("name") or pid,
-                "kind": "deepseek" if pid == "deepseek-official" else "openai-compatible",
-                "configured": source is not None or keyless,
-            }
-            if source is not None:
-                entry["keySource"] = source
-            entry["models"] = [_model_view(m) for m in catalog]
-            providers.append(entry)
-        return {"providers": providers, "defaults": self.info()["defaults"]}
-
-    def save_provider(self, provider_id: str | None, body: ProviderBody) -> dict[str, Any]:
-        """Store the key (0600 credentials file) and the route entry (the ``web`` profile's patch).
-
-        Route changes take effect at the next start; a key takes effect with the next request.
-        """
-        pid = provider_id or body.id or ("deepseek-official" if body.kind == "deepseek" else None)
-        if not pid:
-            raise ApiError(422, "invalid_field", 'Field "id" is required for an OpenAI-compatible provider.')
-        if body.apiKey is not None:
-            self._store_key(pid, body.apiKey)
-        if body.kind == "openai-compatible":
-            if not body.baseUrl:
-                raise ApiError(422, "invalid_field", 'Field "baseUrl" is required for an OpenAI-compatible provider.')
-            entry: dict[str, Any] = {"id": pid, "baseURL": body.baseUrl}
-            if body.label:
-                entry["name"] = body.label
-            if body.models:
-                entry["models"] = [_model_entry(m) for m in body.models]
-                efforts = list(dict.fromkeys(e for m in body.models for e in m.efforts))
-                if efforts:
-                    entry["reasoning"] = {"efforts": efforts}
-            self._patch_providers(lambda rows: [*(r for r in rows if r.get("id") != pid), entry])
-        view: dict[str, Any] = {"id": pid, "kind": body.kind, "label": body.label or pid}
-        source = self.key_source(pid)
-        view["configured"] = source is not None
-        if source is not None:
-            view["keySource"] = source
-        return view
-
-    def delete_provider(self, provider_id: str) -> None:
-        self._store_key(provider_id, None)
-        self._patch_providers(lambda rows: [r for r in rows if r.get("id") != provider_id])
-
-    def _store_key(self, provider: str, key: str | None) -> None:
-        path = self.home / "credentials.json"
-        stored = read_json(path, {})
-        stored = stored if isinstance(stored, dict) else {}
-        if key is None or not key.strip():
-            stored.pop(provider, None)
-        else:
-            stored[provider] = key.strip()
-        write_json(path, stored)
-
-    def _patch_providers(self, change: Any) -> None:
-        """Rewrite the provider list of the ``llm-openai-compat`` op in the profile's ``patch.yml``."""
-
-        def edit(config: dict[str, Any]) -> dict[str, Any]:
-            return {**config, "providers": change(list(config.get("providers") or []))}
-
-        self._patch_row("llm-openai-compat", edit)
-
-    def _patch_row(self, row_id: str, edit: Any) -> None:
-        """Rewrite the config of ``row_id``'s op in the profile's ``patch.yml`` (other ops kept; atomic)."""
-        import yaml
-
-        from pydsh.kernel.profiles import profile_dir
-
-        path = profile_dir(self.profile) / "patch.yml"
-        try:
-            ops = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-        except FileNotFoundError:
-            ops = []
-        if not isinstance(ops, list):
-            raise ApiError(409, "patch_unreadable", "The profile's patch.yml is not a list of operations.")
-        op = next((o for o in ops if isinstance(o, dict) and o.get("id") == row_id and "config" in o), None)
-        if op is None:
-            op = {"id": row_id, "config": {}}
-            ops.append(op)
-        op["config"] = edit(dict(op.get("config") or {}))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".patch.yml.")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            yaml.safe_dump(ops, out, sort_keys=False)
-        os.replace(tmp, path)
+    async def models(self) -> dict[str, Any]:
+        """``GET /api/models``: the routes, their models and efforts, and the defaults (F26, F41)."""
+        return {"providers": await self.providers.listed(), "defaults": self.info()["defaults"]}
 
     def new_session_defaults(self) -> tuple[str | None, dict[str, Any] | None]:
         """The permission preset and route a new session starts with when the page sends none (F9)."""
@@ -509,13 +361,22 @@ class WebState:
         return buffer.getvalue()
 
     def client_error(self, message: str, stack: str | None) -> None:
-        """Log a page error (at most 20 a minute; more are counted out silently)."""
+        """Log a page error as one line (at most 20 a minute; more are counted out silently).
+
+        Control characters, line breaks included, are escaped, so a page cannot forge log lines.
+        """
         now = time.monotonic()
         self._client_errors = [t for t in self._client_errors if now - t < 60]
         if len(self._client_errors) >= CLIENT_ERRORS_PER_MINUTE:
             return
         self._client_errors.append(now)
-        log.warning("page error: %s%s", message[:500], f"\n{stack[:4000]}" if stack else "")
+        where = f" | stack: {_escape(stack[:4000])}" if stack else ""
+        log.warning("page error: %s%s", _escape(message[:500]), where)
+
+
+def _escape(text: str) -> str:
+    """``text`` with backslashes doubled and control characters and line separators escaped (``\\n``, ``\\x1b``)."""
+    return ESCAPED.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _workspace(path: str, count: int) -> dict[str, Any]:
@@ -536,38 +397,6 @@ def _allowed(key: str, value: Any) -> bool:
     if isinstance(rule, tuple) and all(isinstance(r, type) for r in rule):
         return isinstance(value, rule)
     return value in rule
-
-
-def _key_env(adapter: Any, provider: str) -> tuple[bool, str | None]:
-    """``(works without a key, the key's environment variable)`` of a route, from its adapter's config."""
-    routes = getattr(adapter, "providers", None)
-    if isinstance(routes, dict) and provider in routes:
-        env = getattr(routes[provider], "apiKeyEnv", None)
-        return env is None, env
-    config = getattr(adapter, "config", None)
-    env = getattr(config, "apiKeyEnv", None)
-    if isinstance(env, str):
-        return False, env
-    return True, None
-
-
-def _model_view(info: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": info["id"], "label": info.get("name") or info["id"]}
-    window = (info.get("context") or {}).get("contextWindow")
-    if window:
-        out["contextWindow"] = window
-    efforts = (info.get("reasoning") or {}).get("efforts") or []
-    out["efforts"] = [e["id"] if isinstance(e, dict) else str(e) for e in efforts]
-    return out
-
-
-def _model_entry(model: ProviderModel) -> dict[str, Any]:
-    entry: dict[str, Any] = {"id": model.id}
-    if model.label:
-        entry["name"] = model.label
-    if model.contextWindow:
-        entry["contextWindow"] = model.contextWindow
-    return entry
 
 
 def _one_line(exc: BaseException) -> str:

@@ -70,7 +70,9 @@ async def open_web(
     config: Config | None = None,
     patches: list[Any] | None = None,
     providers: list[dict[str, Any]] | None = None,
+    sign_in: bool = True,
 ) -> AsyncIterator[Web]:
+    """A server and a client; the client spends the single-use token unless ``sign_in`` is false."""
     workspace = tmp_path / "work"
     workspace.mkdir(exist_ok=True)
     (workspace / "hello.txt").write_text("hello world\nsecond line\n")
@@ -87,8 +89,9 @@ async def open_web(
         server = await start_server(host, config or Config(), options, bind(options), static_dir=static)
         try:
             async with httpx.AsyncClient(base_url=server.base, timeout=10) as client:
-                signed = await client.get(f"/?token={server.token}")
-                assert signed.status_code == 303
+                if sign_in:
+                    signed = await client.get(f"/?token={server.token}")
+                    assert signed.status_code == 303
                 yield Web(host, server, client, workspace)
         finally:
             await server.stop()
@@ -103,4 +106,11 @@ def script() -> list[Any]:
 @pytest.fixture
 async def web(script: list[Any], isolated_home: Path, tmp_path: Path) -> AsyncIterator[Web]:
     async for rig in open_web(script, isolated_home, tmp_path):
+        yield rig
+
+
+@pytest.fixture
+async def unsigned(script: list[Any], isolated_home: Path, tmp_path: Path) -> AsyncIterator[Web]:
+    """The rig with its token still unspent (the client holds no cookie)."""
+    async for rig in open_web(script, isolated_home, tmp_path, sign_in=False):
         yield rig

@@ -20,7 +20,7 @@ async def test_no_cookie_is_401_on_the_api_and_both_streams(web: Web) -> None:
         assert "pydsh web" in page.text
 
 
-async def test_wrong_token_is_401_and_never_echoed(web: Web) -> None:
+async def test_wrong_token_is_401_and_never_echoed(web: Web) -> None:  # the rig's token is spent
     async with httpx.AsyncClient(base_url=web.server.base) as anonymous:
         response = await anonymous.get("/?token=wrong-token-value")
     assert response.status_code == 401
@@ -29,23 +29,55 @@ async def test_wrong_token_is_401_and_never_echoed(web: Web) -> None:
     assert "set-cookie" not in response.headers
 
 
-async def test_token_exchange_sets_a_strict_http_only_cookie_and_redirects(web: Web) -> None:
-    async with httpx.AsyncClient(base_url=web.server.base) as fresh:
-        response = await fresh.get(f"/?token={web.server.token}")
-        assert response.status_code == 303
-        assert response.headers["location"] == "/"
-        cookie = response.headers["set-cookie"]
-        port = web.server.sock.getsockname()[1]
-        assert cookie.startswith(f"pydsh-auth-{port}=v1.")
-        for flag in ("HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=2592000"):
-            assert flag in cookie
-        assert "Secure" not in cookie
-        assert web.server.token not in cookie
-        page = await fresh.get("/")
-        assert page.status_code == 200
-        assert "/static/v0.1.0/app.js" in page.text
-        assert page.headers["cache-control"] == "no-store"
-        assert (await fresh.get("/api/sessions")).status_code == 200
+async def test_token_exchange_sets_a_strict_http_only_cookie_and_redirects(unsigned: Web) -> None:
+    fresh = unsigned.client
+    response = await fresh.get(f"/?token={unsigned.server.token}")
+    assert response.status_code == 303
+    assert response.headers["location"] == "/"
+    cookie = response.headers["set-cookie"]
+    port = unsigned.server.sock.getsockname()[1]
+    assert cookie.startswith(f"pydsh-auth-{port}=v1.")
+    for flag in ("HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=2592000"):
+        assert flag in cookie
+    assert "Secure" not in cookie
+    assert unsigned.server.token not in cookie
+    page = await fresh.get("/")
+    assert page.status_code == 200
+    assert "/static/v0.1.0/app.js" in page.text
+    assert page.headers["cache-control"] == "no-store"
+    assert (await fresh.get("/api/sessions")).status_code == 200
+
+
+async def test_the_token_signs_in_once(unsigned: Web) -> None:
+    token = unsigned.server.token
+    assert (await unsigned.client.get(f"/?token={token}")).status_code == 303
+    again = await unsigned.client.get(f"/?token={token}")
+    assert again.status_code == 303 and "set-cookie" not in again.headers  # signed in already: on to /
+    async with httpx.AsyncClient(base_url=unsigned.server.base) as other_browser:
+        spent = await other_browser.get(f"/?token={token}")
+        assert spent.status_code == 401
+        assert "set-cookie" not in spent.headers and token not in spent.text
+        assert "already used" in spent.text and "single-use" in spent.text
+        assert (await other_browser.get("/api/sessions")).status_code == 401
+
+
+async def test_the_sign_in_page_says_what_the_token_is(unsigned: Web) -> None:
+    page = await unsigned.client.get("/")
+    assert page.status_code == 401
+    text = " ".join(page.text.split())
+    assert "single-use sign-in token" in text and "30 days" in text and "restart" in text
+    assert "already used" not in text
+
+
+async def test_a_non_ascii_cookie_is_401(web: Web) -> None:
+    name = web.server.state.signer.name
+    async with httpx.AsyncClient(base_url=web.server.base) as stranger:
+        for value in ("v1.é.x", "v1.abc.ü", "ä"):
+            cookie = {"Cookie": f"{name}={value}".encode()}
+            response = await stranger.get("/api/sessions", headers=cookie)
+            assert response.status_code == 401, value
+            assert response.json()["error"]["code"] == "unauthorized"
+            assert (await stranger.get("/", headers=cookie)).status_code == 401
 
 
 async def test_a_flipped_character_or_another_ports_audience_is_401(web: Web) -> None:

@@ -204,3 +204,75 @@ async def test_a_body_nested_too_deep_is_one_400_and_the_server_keeps_serving(we
     body = b'{"cwd":' + b"[" * depth + b"]" * depth + b"}"
     one_line_error(await web.client.post("/api/sessions", content=body, headers=JSON), 400, "bad_json")
     assert (await web.client.get("/api/info")).status_code == 200
+
+
+LONE = b"a\\ud800b"
+
+
+@pytest.mark.parametrize("encoding", ["escape", "utf8-bytes"])
+async def test_lone_surrogates_enter_as_replacement_characters_never_a_500_or_a_codec_message(
+    web: Web, encoding: str
+) -> None:
+    """Text enters the web API as every frontend takes it (decision 0017): U+FFFD for the unpaired half."""
+    sid = (await web.new_session("first"))["session"]["sessionId"]
+    await web.idle(sid)
+    lone = LONE if encoding == "escape" else b"a\xed\xa0\x80b"
+    cases = [
+        (f"/api/sessions/{sid}/prompt", b'{"text": "' + lone + b'"}', "POST", 202),
+        ("/api/sessions", b'{"cwd": "/tmp/' + lone + b'"}', "POST", 422),
+        (f"/api/sessions/{sid}/title", b'{"title": "' + lone + b'"}', "PUT", 200),
+        ("/api/client-errors", b'{"message": "' + lone + b'"}', "POST", 204),
+    ]
+    for path, body, method, status in cases:
+        response = await web.client.request(method, path, content=body, headers=JSON)
+        assert response.status_code == status, (path, response.text)
+        assert "codec" not in response.text and "surrogates not allowed" not in response.text
+    await web.idle(sid)
+    events = web.host.ctx.require("sessions").get(sid).events
+    expected = "a" + "\ufffd" * (1 if encoding == "escape" else 3) + "b"
+    assert [e["data"]["title"] for e in events if e["type"] == "session/title"][-1] == expected
+    assert expected in [b["text"] for e in events if e["type"] == "user/message" for b in e["data"]["content"]]
+    await stored_log_is_sound(web, sid)
+
+
+async def test_a_surrogate_in_a_field_name_is_an_unknown_field_with_a_replacement_character(web: Web) -> None:
+    response = await web.client.post("/api/client-errors", content=b'{"message": "x", "m\\udc00": "y"}', headers=JSON)
+    assert "m\ufffd" in one_line_error(response, 422, "unknown_field")["message"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/static/v0.1.0/app.js%00.png", "/static/v0.1.0/%00", "/api/sessions/%00", "/api/sessions/a%0Ab/events"],
+)
+async def test_control_characters_in_the_path_are_400(web: Web, path: str) -> None:
+    one_line_error(await web.client.get(path), 400, "invalid_path")
+    assert (await web.client.get("/static/v0.1.0/app.js")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=²", "cursor=٣", "limit=" + "9" * 5000, "tail=turns:²", "after=²", "before=¹&limit=¹"]
+)
+async def test_odd_numbers_in_queries_are_never_500(web: Web, query: str) -> None:
+    sid = (await web.new_session("numbers"))["session"]["sessionId"]
+    await web.idle(sid)
+    listed = await web.client.get(f"/api/sessions?{query}")
+    assert listed.status_code == 200
+    page = await web.client.get(f"/api/sessions/{sid}/events?{query}")
+    if query.startswith("tail="):
+        one_line_error(page, 422, "invalid_tail")
+    else:
+        assert page.status_code == 200
+
+
+async def test_a_page_error_cannot_forge_log_lines(web: Web, caplog: pytest.LogCaptureFixture) -> None:
+    forged = "boom\n2026-01-01 12:00:00 ERROR pydsh.web: forged\r\x1b[31mred\u2028more"
+    with caplog.at_level("WARNING", logger="pydsh.web"):
+        sent = await web.post("/api/client-errors", {"message": forged, "stack": "at a\nat b\\n"})
+        assert sent.status_code == 204
+    [record] = [r for r in caplog.records if r.getMessage().startswith("page error:")]
+    line = record.getMessage()
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line and "\u2028" not in line
+    assert line == (
+        "page error: boom\\n2026-01-01 12:00:00 ERROR pydsh.web: forged\\r\\x1b[31mred\\u2028more"
+        " | stack: at a\\nat b\\\\n"
+    )

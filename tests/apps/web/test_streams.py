@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pydsh.apps.web.api import _frames
 from pydsh.apps.web.fanout import Subscriber
+from pydsh.apps.web.sse import stream_frames
 from tests.apps.web.conftest import Web
 from tests.apps.web.test_api import read_stream, turn_ended, until
 
@@ -77,7 +77,7 @@ async def test_a_full_queue_drops_the_subscriber_with_overflow() -> None:
     for seq in range(5):
         sub.put(("session-event", {"seq": seq}, seq))
     assert sub.overflowed
-    frames = [f async for f in _frames([("hello", {}, None), ("session-event", {"seq": 0}, 0)], sub, None)]
+    frames = [f async for f in stream_frames([("hello", {}, None), ("session-event", {"seq": 0}, 0)], sub, None)]
     assert [f["event"] for f in frames] == ["hello", "session-event", "overflow"]
     assert json.loads(frames[-1]["data"]) == {"lastSentSeq": 0}
 
@@ -89,9 +89,9 @@ async def test_replay_and_live_frames_are_deduplicated_by_seq() -> None:
     sub.put(("status", {"status": "idle"}, None))
     sub.close()
     replay = [("hello", {}, None), ("session-event", {"seq": 1}, 1), ("session-event", {"seq": 2}, 2)]
-    frames = [f async for f in _frames(replay, sub, 0)]
+    frames = [f async for f in stream_frames(replay, sub, 0)]
     assert [f.get("id") for f in frames] == [None, "1", "2", "3", None]
-    after = [f async for f in _frames([("session-event", {"seq": 1}, 1)], Subscriber(closed=True), 1)]
+    after = [f async for f in stream_frames([("session-event", {"seq": 1}, 1)], Subscriber(closed=True), 1)]
     assert after == []
 
 

@@ -61,8 +61,20 @@ class Browser:
         self.outage = False
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        self.page.goto(server.url)
+        self._sign_in(server)
         self.page.wait_for_selector("#new-session")
+
+    def _sign_in(self, server: WebServer) -> None:
+        """The printed URL when its single-use token is unspent (keeping the cookie for later clients),
+        else the cookie it gave, set in this context."""
+        if server.cookie is None:
+            self.page.goto(server.url)
+            [cookie] = [c for c in self.context.cookies() if c["name"].startswith("pydsh-auth-")]
+            server.cookie = (cookie["name"], cookie["value"])
+            return
+        name, value = server.cookie
+        self.context.add_cookies([{"name": name, "value": value, "url": server.origin}])
+        self.page.goto(f"{server.origin}/")
 
     def _console(self, message: Any) -> None:
         """Console errors fail the test, except failed loads while the test itself cuts the network."""

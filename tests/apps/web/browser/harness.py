@@ -115,6 +115,8 @@ class WebServer:
         self.url = self._first_line()
         self.origin = self.url.split("/?", 1)[0]
         self.token = self.url.split("token=", 1)[1]
+        self.cookie: tuple[str, str] | None = None
+        """The auth cookie ``(name, value)`` once someone spent the single-use token."""
 
     def _first_line(self) -> str:
         assert self.proc.stdout is not None
@@ -130,11 +132,20 @@ class WebServer:
     def stderr(self) -> str:
         return self.stderr_path.read_text() if self.stderr_path.exists() else ""
 
+    def sign_in(self) -> tuple[str, str]:
+        """The auth cookie, spending the single-use token on the first call unless a browser did."""
+        if self.cookie is None:
+            with httpx.Client(base_url=self.origin, timeout=30) as client:
+                assert client.get(f"/?token={self.token}").status_code == 303
+                [(name, value)] = client.cookies.items()
+                self.cookie = (name, value)
+        return self.cookie
+
     @contextlib.contextmanager
     def client(self) -> Iterator[httpx.Client]:
         """An httpx client holding the auth cookie."""
-        with httpx.Client(base_url=self.origin, timeout=30) as client:
-            client.get(f"/?token={self.token}")
+        name, value = self.sign_in()
+        with httpx.Client(base_url=self.origin, timeout=30, cookies={name: value}) as client:
             yield client
 
     def session_ids(self) -> list[str]:

@@ -27,12 +27,16 @@ def send(page: Any, text: str) -> None:
     page.press("#composer-input", "Enter")
 
 
-def test_t3_boot_redirects_hides_token_and_reaches_new_session(web, browse):
+def test_t3_boot_redirects_hides_token_and_reaches_new_session(web, browse, chromium):
     server = web([])
     b = browse(server)
     page = b.page
     assert page.url == f"{server.origin}/"
     assert "token" not in page.url
+    other = chromium.new_context()
+    spent = other.new_page().goto(server.url)
+    assert spent.status == 401 and "already used" in spent.text()
+    other.close()
     assert "pydsh-auth" not in page.evaluate("document.cookie")
     page.wait_for_selector(".ws-name")
     assert page.locator(".ws-name").first.inner_text() == "work"

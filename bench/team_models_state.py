@@ -1,6 +1,6 @@
 """Start cost of ``team-models`` with a large state file (issue: the file grew without bound).
 
-Run: python plugins/team-models/bench_state.py [--teams 150000] [--live 20]
+Run: python bench/team_models_state.py [--teams 150000] [--live 20]
 Seeds a home whose state file holds ``--teams`` Teams, of which ``--live`` belong to stored Lead
 sessions and the rest to Leads that no longer exist, then starts a host with Agent Teams in a fresh
 process, without the plugin (the median of three) and twice with it: the plugin's start time and
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE)]
+sys.path[:0] = [str(HERE), str(HERE.parent / "plugins" / "team-models")]
 
 from tests_team_models.world import PLUGIN, PROVIDERS, TEAMS  # noqa: E402
 
@@ -80,7 +80,7 @@ def peak_mb() -> float:
 
 def child(home: Path, plugin: bool) -> dict[str, Any]:
     """``start`` in a fresh interpreter, so peak memory is that start's alone."""
-    code = f"import asyncio, json, sys; sys.argv[0] = {str(__file__)!r}; import bench_state as b; "
+    code = f"import asyncio, json, sys; sys.argv[0] = {str(__file__)!r}; import team_models_state as b; "
     code += f"print(json.dumps(asyncio.run(b.start(b.Path({str(home)!r}), {plugin}))))"
     out = subprocess.run([sys.executable, "-c", code], cwd=HERE, capture_output=True, text=True, check=True)
     result: dict[str, Any] = json.loads(out.stdout.splitlines()[-1])
