@@ -23,6 +23,8 @@ import yaml
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AllowedOutcome,
+    ClientCapabilities,
+    ClientSessionCapabilities,
     DeniedOutcome,
     EnvVariable,
     HttpHeader,
@@ -209,8 +211,13 @@ async def test_new_session_errors_and_success(tmp_path: Path, workspace: Path) -
 # -- A.10 (3) --------------------------------------------------------------------------------
 
 
+SESSION_CAPABLE = ClientCapabilities(session=ClientSessionCapabilities())
+"""What a client whose library takes ``usage_update`` advertises (ACP libraries from 1.0 on)."""
+
+
 async def test_text_turn_updates_arrive_before_end_turn(tmp_path: Path, workspace: Path) -> None:
     async with bridge(tmp_path, [{"reasoning": "Let me think.", "text": "Hello from pydsh."}]) as b:
+        await b.conn.initialize(protocol_version=1, client_capabilities=SESSION_CAPABLE)
         sid = await b.session(workspace)
         b.client.frames.clear()
         response = await b.say(sid, "hi")
@@ -227,6 +234,17 @@ async def test_text_turn_updates_arrive_before_end_turn(tmp_path: Path, workspac
         assert usage["size"] == 1000000
         assert usage["used"] > 0
         assert b.client.frames[-1]["result"] == {"stopReason": "end_turn"}
+
+
+async def test_a_client_that_advertises_no_session_capabilities_gets_no_usage_updates(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Older ACP libraries (``@zed-industries/agent-client-protocol`` 0.4) reject every ``usage_update``."""
+    async with bridge(tmp_path, [{"text": "Hello."}]) as b:
+        await b.conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities())
+        sid = await b.session(workspace)
+        assert (await b.say(sid, "hi")).stop_reason == "end_turn"
+        assert [u["sessionUpdate"] for u in b.client.updates()] == ["agent_message_chunk"]
 
 
 async def test_prompt_content_admission(tmp_path: Path, workspace: Path) -> None:
@@ -267,7 +285,14 @@ async def test_tool_turn_reports_calls_and_results(tmp_path: Path, workspace: Pa
         assert (await b.say(sid, "read them")).stop_reason == "end_turn"
         starts = b.client.updates("tool_call")
         assert [s["rawInput"] for s in starts] == [{"file_path": "notes.txt"}, {"file_path": "missing.txt"}]
-        assert all(s["kind"] == "other" and s["status"] == "in_progress" and s["title"] == "read" for s in starts)
+        assert [(s["kind"], s["status"], s["title"]) for s in starts] == [
+            ("read", "in_progress", "Read notes.txt"),
+            ("read", "in_progress", "Read missing.txt"),
+        ]
+        assert [s["locations"] for s in starts] == [
+            [{"path": str(workspace / "notes.txt")}],
+            [{"path": str(workspace / "missing.txt")}],
+        ]
         results = {u["toolCallId"]: u for u in b.client.updates("tool_call_update")}
         ok, failed = (results[s["toolCallId"]] for s in starts)
         assert ok["status"] == "completed"

@@ -131,7 +131,7 @@ class AcpApp:
         bridge = Bridge(host, self.config.sessionListPageSize, self._default(ns))
         pacing = pace_model_streams(self.ctx, self.out)
         try:
-            return await self._serve(bridge, StdioTransport(StdinReader(), self.out))
+            return await self._serve(bridge, StdioTransport(StdinReader(), self.out, bridge.cancel_soon))
         finally:
             pacing()
 

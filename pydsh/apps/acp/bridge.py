@@ -54,6 +54,7 @@ from pydsh.apps.acp.wire import (
 )
 from pydsh.host import AgentSpec, HostError, RunResult
 from pydsh.host.host import resume_refusal
+from pydsh.session.ids import session_id_problem
 
 if TYPE_CHECKING:
     from acp import Client
@@ -116,8 +117,11 @@ class Bridge:
         client_info: Implementation | None = None,
         **kwargs: Any,
     ) -> InitializeResponse:
-        """Always protocol version 1 (single-version), whatever the client proposes."""
+        """Always protocol version 1 (single-version), whatever the client proposes. Usage updates go only
+        to a client that advertises session capabilities: the libraries that do all take ``usage_update``,
+        while older ones (``@zed-industries/agent-client-protocol`` 0.4) reject every one."""
         self._live()
+        self.updates.usage = client_capabilities is not None and client_capabilities.session is not None
         capabilities = AgentCapabilities(
             mcp_capabilities=McpCapabilities(http=True),
             prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=False),
@@ -180,6 +184,9 @@ class Bridge:
         absolute_cwd(cwd)
         if additional_directories:
             raise invalid("additionalDirectories is not supported")
+        problem = session_id_problem(session_id)
+        if problem is not None:
+            raise invalid(f"session id {problem}")
         if self.host.agent(session_id) is not None or self.host.sessions.get(session_id) is not None:
             raise invalid(f"session is already active: {session_id}")
         try:
@@ -351,6 +358,10 @@ class Bridge:
         finally:
             if entry.prompt is state:
                 entry.prompt = None
+
+    def cancel_soon(self, session_id: str) -> None:
+        """``cancel`` from outside the library (a ``$/cancel_request`` of a prompt in flight)."""
+        asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.cancel(session_id)))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Cancel the prompt in flight, else the agent's autonomous work; unknown ids are ignored."""

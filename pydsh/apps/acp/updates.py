@@ -128,6 +128,8 @@ class Updates:
         self.options = options
         self.conn: Client | None = None
         self.closed = False
+        self.usage = False
+        """Whether the client takes ``usage_update``s (set from what it advertised in ``initialize``)."""
         ctx.on("session/event", self._on_event)
         ctx.on("llm/adapters-updated", self._on_adapters)
         approval = ctx.get("approval")
@@ -172,7 +174,8 @@ class Updates:
         if etype == "assistant/message":
             self._assistant_output(entry, session, event)
         elif etype == "tool/call":
-            entry.queue.put(tool_call_update(event))
+            cwd = self.ctx.require("working_directory").logged(session)
+            entry.queue.put(tool_call_update(event, cwd))
         elif etype == "tool/result" and event.get("surfaceOp") == "append":
             entry.queue.put(tool_result_update(event))
 
@@ -183,6 +186,8 @@ class Updates:
                 entry.queue.put(update, assistant=True)
         except Exception as exc:
             self.delivery_failed(entry.prompt, exc)
+            return
+        if not self.usage:
             return
         context = session.request_context() or {}
         window = context.get("contextWindow")

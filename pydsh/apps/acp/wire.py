@@ -22,10 +22,12 @@ from acp.schema import (
     FileEditToolCallContent,
     TerminalToolCallContent,
     TextContentBlock,
+    ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
 )
 
+from pydsh.apps.acp.toolcalls import present
 from pydsh.session.events import Event, thaw
 from pydsh.tools.mcp import normalize_server_name
 
@@ -144,19 +146,23 @@ def assistant_updates(event: Event) -> list[AgentThoughtChunk | AgentMessageChun
     return out
 
 
-def tool_call_update(event: Event) -> ToolCallStart:
+def tool_call_update(event: Event, cwd: str) -> ToolCallStart:
+    """The ``tool_call`` of a ``tool/call``: its ACP kind, a title and the files it touches (``toolcalls``)."""
     data = event["data"]
     try:
         raw_input: Any = json.loads(data["arguments"])
     except ValueError:
         raw_input = data["arguments"]
+    shown = present(data["name"], raw_input, cwd)
+    locations = [ToolCallLocation(path=path, line=line) for path, line in shown.locations]
     return ToolCallStart(
         session_update="tool_call",
         tool_call_id=data["callId"],
-        title=data["name"],
-        kind="other",
+        title=shown.title,
+        kind=shown.kind,
         status="in_progress",
         raw_input=raw_input,
+        locations=locations or None,
     )
 
 
