@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import pydsh.testing
 from pydsh.kernel import Kernel, create_scope
 from pydsh.testing import mcp_server
-from pydsh.tools import mcp as mcp_client
+from pydsh.tools import mcp_connection
 from pydsh.tools.mcp import (
     McpConfigError,
     McpServer,
@@ -84,6 +84,19 @@ async def until(check: Callable[[], bool], what: str, polls: int = 2000) -> None
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextlib.contextmanager
+def http_server(*args: str, path: str = "/mcp") -> Iterator[str]:
+    """The test server over loopback HTTP (``--http`` or ``--sse`` among ``args``); yields its URL."""
+    proc = subprocess.Popen([sys.executable, SERVER, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().split()[1])
+        yield f"http://127.0.0.1:{port}{path}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def alive(pid: int) -> bool:
@@ -251,18 +264,11 @@ async def test_server_names_are_unique_per_scope(tmp_path: Path) -> None:
 
 
 async def test_streamable_http_server(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, SERVER, "--http", "--instructions", "Over HTTP."],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline().split()[1])
+    with http_server("--http", "--instructions", "Over HTTP.") as url:
         config = {
             "transport": "streamable-http",
             "serverName": "web",
-            "url": f"http://127.0.0.1:{port}/mcp",
+            "url": url,
             "headers": {"X-Test": "1"},
             "failOnStartupError": True,
         }
@@ -272,9 +278,6 @@ async def test_streamable_http_server(tmp_path: Path) -> None:
             failed = await h.call("mcp__web__fail", {})
             assert text_of(failed) == "Error: the widget is broken"
             assert server_of(h, "web").instructions == "Over HTTP."
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 # -- 3. calls -----------------------------------------------------------------------------------
@@ -544,7 +547,7 @@ async def test_fail_on_startup_error(tmp_path: Path, caplog: pytest.LogCaptureFi
 
 
 async def test_a_server_that_never_answers_initialize_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mcp_client, "REQUEST_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(mcp_connection, "REQUEST_TIMEOUT_S", 0.5)
     silent = {
         "transport": "stdio",
         "serverName": "mute",
