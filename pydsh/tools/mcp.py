@@ -123,16 +123,21 @@ class McpServer:
         self._task: asyncio.Task[None] | None = None
         self._generation: Generation | None = None
         self._key = (id(ctx.scope), self.server_name)
+        self._late = False
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Claim the name, register the instructions section and connect (activation waits for the
-        first attempt); ``failOnStartupError`` turns a failed first attempt into an error. Without the
-        ``mcp`` package, warn once and contribute nothing."""
+        """Connect and wait for the first attempt as :meth:`ready` says. Without the ``mcp`` package,
+        warn once and contribute nothing."""
+        if self.launch():
+            await self.ready()
+
+    def launch(self) -> bool:
+        """Claim the name, register the instructions section and start connecting; ``False`` without ``mcp``."""
         if not mcp_available():
             _warn_missing()
-            return
+            return False
         live = _LIVE.setdefault(self.ctx.runtime, {})
         if self._key in live:
             raise RuntimeError(
@@ -147,10 +152,28 @@ class McpServer:
             self._effects.append(prompt.section(self.ctx, name, MCP_SERVERS_ORDER, self._section, interpolate=False))
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.label)
         self._task.add_done_callback(self._ended)
-        error = await asyncio.shield(self._first)
+        return True
+
+    async def ready(self) -> None:
+        """Wait for the first attempt: in full with ``failOnStartupError`` (a failure then raises), else at
+        most ``startupWaitMs``; a server not ready by then keeps connecting and its tools arrive later."""
+        strict = self.config.failOnStartupError
+        try:
+            error = await asyncio.wait_for(
+                asyncio.shield(self._first), None if strict else self.config.startupWaitMs / 1000
+            )
+        except TimeoutError:
+            self._late = True
+            log.warning(
+                "%s: not connected within startupWaitMs (%dms); connecting in the background, its tools are added "
+                "when it is ready",
+                self.label,
+                self.config.startupWaitMs,
+            )
+            return
         if error is None:
             return
-        if self.config.failOnStartupError:
+        if strict:
             await self.close()
             raise RuntimeError(f"{self.label}: initial connection or tool synchronization failed") from error
         log.warning("%s: initial connection failed: %s", self.label, describe(error))
@@ -186,6 +209,9 @@ class McpServer:
         """A generation is up: route calls to ``session`` and show its instructions."""
         self.instructions = instructions or None
         self.session = session
+        if self._late:
+            self._late = False
+            log.info("%s: connected after startup with %d tools", self.label, len(self.tools))
         if not self._first.done():
             self._first.set_result(None)
 
@@ -489,8 +515,8 @@ async def mount_servers(
     Stable API for frontends that mount servers per session (the ACP bridge passes the agent's
     scope context and the session cwd, the default ``cwd`` of stdio servers). Every spec is
     validated before anything connects (:class:`McpConfigError`); a missing ``mcp`` package raises
-    :class:`McpUnavailableError`; a server that fails its first attempt with ``failOnStartupError``
-    unwinds the ones already mounted and raises. The returned disposer (``await disposer()``) closes
+    :class:`McpUnavailableError`. The servers connect at once, together; a server that fails its first
+    attempt with ``failOnStartupError`` unwinds them all and raises. The returned disposer (``await disposer()``) closes
     them all, terminating their processes; it also runs when ``ctx``'s fiber unwinds.
     """
     configs = [parse_config(spec) for spec in servers]
@@ -517,7 +543,11 @@ async def mount_servers(
         for config in configs:
             server = McpServer(ctx, config, cwd=cwd)
             mounted.append(server)
-            await server.start()
+            server.launch()
+        results = await asyncio.gather(*(server.ready() for server in mounted), return_exceptions=True)
+        failed = next((result for result in results if isinstance(result, BaseException)), None)
+        if failed is not None:
+            raise failed
     except BaseException:
         await disposer()
         raise

@@ -76,7 +76,7 @@ _HTTP_KEYS = frozenset({"url", "headers"})
 
 
 class McpServerConfig(BaseModel):
-    """One MCP server (spec 11 §B.1, plus the limits of issue 21)."""
+    """One MCP server (spec 11 §B.1, plus the startup wait and the limits of issue 21)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     transport: Literal["stdio", "streamable-http"]
@@ -88,6 +88,10 @@ class McpServerConfig(BaseModel):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     toolCallTimeoutMs: Annotated[int, Field(ge=1)] = 60000
+    requestTimeoutMs: Annotated[int, Field(ge=1)] = 30000
+    """Bound of ``initialize`` and of each ``tools/list`` page."""
+    startupWaitMs: Annotated[int, Field(ge=0)] = 5000
+    """How long activation waits for the first connection before going on without it (unless failOnStartupError)."""
     failOnStartupError: bool = False
     maxInstructionBytes: Annotated[int, Field(ge=0)] = 32768
     maxTools: Annotated[int, Field(ge=1)] = 200

@@ -25,8 +25,6 @@ log = logging.getLogger("pydsh.tools.mcp")
 
 CLOSE_CONFIRM_S = 5.0
 """How long a closed generation's server process (and what inherited its stderr) may take to go."""
-REQUEST_TIMEOUT_S = 30.0
-"""Bound of ``initialize`` and each ``tools/list`` page (calls use ``toolCallTimeoutMs``)."""
 STDERR_LINE_LIMIT = 4096
 
 
@@ -100,7 +98,7 @@ class Generation:
                 ClientSession(
                     relay_read,
                     write,
-                    read_timeout_seconds=REQUEST_TIMEOUT_S,
+                    read_timeout_seconds=self.config.requestTimeoutMs / 1000,
                     client_info=Implementation(name="pydsh-mcp-client", version=__version__),
                     message_handler=self._on_message,
                 )

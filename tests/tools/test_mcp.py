@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 import pydsh.testing
 from pydsh.kernel import Kernel, create_scope
 from pydsh.testing import mcp_server
-from pydsh.tools import mcp_connection
 from pydsh.tools.mcp import (
     McpConfigError,
     McpServer,
@@ -546,14 +545,14 @@ async def test_fail_on_startup_error(tmp_path: Path, caplog: pytest.LogCaptureFi
     assert "mcp-client(bad): initial connection failed" in caplog.text
 
 
-async def test_a_server_that_never_answers_initialize_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mcp_connection, "REQUEST_TIMEOUT_S", 0.5)
+async def test_a_server_that_never_answers_initialize_times_out() -> None:
     silent = {
         "transport": "stdio",
         "serverName": "mute",
         "command": sys.executable,
         "args": ["-c", "import time; time.sleep(60)"],
         "failOnStartupError": True,
+        "requestTimeoutMs": 500,
     }
     kernel = Kernel()
     await kernel.load(rows_of([("tools", None), ("mcp-client", silent)]))
