@@ -80,17 +80,29 @@ class McpUnavailableError(RuntimeError):
 
 @dataclass(frozen=True)
 class ListedTool:
-    """One tool as the server listed it, with its public name."""
+    """One tool as the server listed it, with its public name; ``read_only`` only when the server says so."""
 
     public: str
     raw: str
     description: str
     parameters: dict[str, Any]
     task_required: bool
+    read_only: bool = False
 
 
 _LIVE: weakref.WeakKeyDictionary[object, dict[tuple[int, str], McpServer]] = weakref.WeakKeyDictionary()
 """Live servers per runtime, keyed by (registration scope identity, serverName)."""
+
+READ_ONLY_DENIED = 'tool "{name}" is denied under read-only mode: its MCP server does not mark it read-only'
+READ_ONLY_TEXTS = {
+    "unavailable": READ_ONLY_DENIED + ", and no approval channel is available to allow it",
+    "never": READ_ONLY_DENIED + ", and approval prompts are disabled in this session",
+    "rejected": (
+        'the user rejected running tool "{name}" under read-only mode; it stays denied, '
+        "so stop and explain instead of working around it"
+    ),
+    "cancelled": 'approval for tool "{name}" was cancelled',
+}
 
 
 class McpServer:
@@ -115,7 +127,7 @@ class McpServer:
         self.closed = False
         self._registered: list[Disposer] = []
         self._effects: list[Disposer] = []
-        self._signature: list[tuple[str, str, str, Any, bool]] | None = None
+        self._signature: list[tuple[str, str, str, Any, bool, bool]] | None = None
         self._dropped: list[str] = []
         self._sync_lock = asyncio.Lock()
         self._stop = asyncio.Event()
@@ -352,11 +364,12 @@ class McpServer:
                 raise RuntimeError(f'{self.label}: tool "{raw}" has no object-rooted inputSchema — invalid tool list')
             execution = tool.execution
             required = execution is not None and execution.task_support == "required"
-            out.append(ListedTool(public, raw, tool.description or "", schema, required))
+            read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
+            out.append(ListedTool(public, raw, tool.description or "", schema, required, read_only))
         return out
 
     def _swap(self, generation: list[ListedTool]) -> None:
-        signature = [(t.public, t.raw, t.description, t.parameters, t.task_required) for t in generation]
+        signature = [(t.public, t.raw, t.description, t.parameters, t.task_required, t.read_only) for t in generation]
         if signature == self._signature:
             return
         self._unregister()
@@ -398,6 +411,7 @@ class McpServer:
             raise ToolError(
                 f'Tool "{raw}" requires task-based execution, which this bridge does not support', "MCP_TASK_REQUIRED"
             )
+        await self._permit(tool, exec)
         session = self.session
         if session is None:
             raise ToolError(f"{self.label}: server is disconnected", "MCP_DISCONNECTED")
@@ -454,6 +468,31 @@ class McpServer:
         if result.is_error:
             return ToolOutcome(text(f"Error: {projected}"), True, None, meta)
         return ToolOutcome(text(projected), False, None, meta)
+
+    async def _permit(self, tool: ListedTool, exec: ToolExec) -> None:
+        """Under read-only mode a tool its server does not mark read-only runs only with the user's approval,
+        asked like a built-in tool's escalation (the sandbox cannot confine another process's writes)."""
+        sandbox = self.ctx.get("sandbox")
+        if tool.read_only or sandbox is None or sandbox.mode(exec.session) != "read-only":
+            return
+        name = exec.name
+        approval = self.ctx.get("approval")
+        if approval is None or exec.agent is None:
+            raise ToolError(READ_ONLY_TEXTS["unavailable"].format(name=name), "MCP_SANDBOX_DENIED")
+        outcome = await approval.request(
+            exec.agent,
+            name,
+            call_id=exec.call_id,
+            reason=f"run {name} under read-only mode: its MCP server does not mark it read-only",
+            display_reason={"en": f"Allow {name}, which may change files or other state, in this read-only session"},
+            signal=exec.signal,
+        )
+        if outcome == "allowed-once":
+            return
+        if outcome == "rejected" and approval.policy(exec.agent.session) == "never":
+            outcome = "never"
+        message = READ_ONLY_TEXTS.get(outcome, READ_ONLY_TEXTS["unavailable"])
+        raise ToolError(message.format(name=name), "MCP_SANDBOX_DENIED")
 
 
 _CONTENT_BLOCK: Any = None
