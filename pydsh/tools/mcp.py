@@ -68,6 +68,8 @@ log = logging.getLogger("pydsh.tools.mcp")
 
 MCP_SERVERS_ORDER = 3100
 INSTALL_HINT = "pip install 'pydsh[mcp]'"
+CLOSE_GRACE_S = 3.0
+"""How long a closing server may take to leave its connection normally (an HTTP session's ``DELETE``)."""
 MAX_LIST_PAGES = 1000
 
 
@@ -191,17 +193,14 @@ class McpServer:
         log.warning("%s: initial connection failed: %s", self.label, describe(error))
 
     async def close(self) -> None:
-        """Stop the connection task (the server process is terminated) and drop this server's tools."""
+        """Stop the connection task (the server process is terminated, an HTTP session ended) and drop the tools."""
         if self.closed:
             return
         self.closed = True
         self._stop.set()
         task = self._task
         if task is not None and task is not asyncio.current_task():
-            if not task.done() and self._generation is not None:
-                self._generation.cancel()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await task
+            await self._end(task)
         if self._generation is not None:
             self._generation.release()
         self._unregister()
@@ -212,6 +211,19 @@ class McpServer:
         for effect in reversed(self._effects):
             await effect()  # the section's removal, and this method's own entry (a no-op now)
         self._effects.clear()
+
+    async def _end(self, task: asyncio.Task[None]) -> None:
+        """Let the connection end normally for up to ``CLOSE_GRACE_S``, then cancel it."""
+        generation = self._generation
+        if not task.done() and generation is not None:
+            generation.stop()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            try:
+                await asyncio.wait_for(asyncio.shield(task), CLOSE_GRACE_S)
+            except TimeoutError:
+                if self._generation is not None:
+                    self._generation.cancel()
+                await task
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         if not self._first.done():

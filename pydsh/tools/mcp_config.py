@@ -79,7 +79,7 @@ class McpServerConfig(BaseModel):
     """One MCP server (spec 11 §B.1, plus the startup wait and the limits of issue 21)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    transport: Literal["stdio", "streamable-http"]
+    transport: Literal["stdio", "streamable-http", "sse"]
     serverName: Annotated[str, Field(pattern=SERVER_NAME.pattern)]
     command: str | None = None
     args: list[str] = Field(default_factory=list)

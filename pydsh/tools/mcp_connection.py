@@ -1,8 +1,8 @@
 """One connection attempt of an MCP server (a *generation*): transport, session, ``initialize``, sync, serve.
 
 Split from :mod:`pydsh.tools.mcp`, which owns the server's lifecycle, tools and calls; this module owns
-what lives and dies with one connection: the transport (stdio or streamable HTTP), the relay whose end
-is the connection's end, and the server's stderr.
+what lives and dies with one connection: the transport (stdio, streamable HTTP or legacy SSE), the relay
+whose end is the connection's end, the server's stderr and the graceful or forced end of it all.
 """
 
 from __future__ import annotations
@@ -53,6 +53,15 @@ class Generation:
         self._lost.set()
         if self._scope is not None:
             self._scope.cancel()
+
+    def stop(self) -> None:
+        """End this generation from another task: a connected one leaves its transport normally (an HTTP
+        session gets its ``DELETE``), one still connecting is cancelled."""
+        if self.connected_at is None:
+            self.cancel()
+            return
+        self._cancelled = True
+        self._lost.set()
 
     def uptime_ms(self) -> float:
         if self.connected_at is None:
@@ -153,6 +162,7 @@ class Generation:
 
         read_timeout = max(300.0, config.toolCallTimeoutMs / 1000)
         async with http_transport(
+            config.transport,
             str(config.url),
             config.headers,
             read_timeout_s=read_timeout,

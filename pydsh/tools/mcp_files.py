@@ -1,8 +1,13 @@
-"""The ``mcp-servers`` row: every server of ``$DSH_HOME/mcp.json`` (and, when asked, the project's ``.mcp.json``)."""
+"""The ``mcp-servers`` row: every server of ``$DSH_HOME/mcp.json`` (and, when asked, the project's ``.mcp.json``).
+
+Each entry stands alone: a bad file or entry gets one warning naming it, and the others still mount.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 from typing import Any
 
@@ -10,6 +15,12 @@ from pydantic import BaseModel, ConfigDict
 
 from pydsh.kernel.context import Context
 from pydsh.tools.mcp_config import McpConfigError, McpServerConfig, normalize_server_name, parse_config
+from pydsh.tools.mcp_connection import describe
+
+log = logging.getLogger("pydsh.tools.mcp")
+
+FILE_TYPES = {"stdio": "stdio", "http": "streamable-http", "streamable-http": "streamable-http", "sse": "sse"}
+"""An entry's ``type`` and the transport it names (``sse`` is the legacy HTTP+SSE transport)."""
 
 
 class ServersFileConfig(BaseModel):
@@ -21,23 +32,26 @@ class ServersFileConfig(BaseModel):
 
 
 def servers_from_file(path: str) -> list[McpServerConfig]:
-    """The servers an ``{"mcpServers": {...}}`` file declares; a bad file raises naming it and the entry."""
+    """The valid servers an ``{"mcpServers": {...}}`` file declares; a bad file or entry is skipped with a
+    warning naming it and the problem."""
     try:
         with open(path, encoding="utf-8") as f:
             document = json.load(f)
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as exc:
-        raise McpConfigError(f"{path}: {exc}") from None
+        log.warning("mcp-servers: %s skipped: %s", path, exc)
+        return []
     entries = document.get("mcpServers") if isinstance(document, dict) else None
     if not isinstance(entries, dict):
-        raise McpConfigError(f'{path}: expected an object with an "mcpServers" object')
+        log.warning('mcp-servers: %s skipped: expected an object with an "mcpServers" object', path)
+        return []
     configs = []
     for declared, entry in entries.items():
         try:
             configs.append(parse_config(_file_entry(normalize_server_name(declared), entry)))
         except (McpConfigError, ValueError) as exc:
-            raise McpConfigError(f'{path}: server "{declared}": {exc}') from None
+            log.warning('mcp-servers: %s: server "%s" skipped: %s', path, declared, exc)
     return configs
 
 
@@ -45,12 +59,10 @@ def _file_entry(name: str, entry: Any) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise McpConfigError("expected an object")
     kind = entry.get("type", "stdio")
+    if kind not in FILE_TYPES:
+        raise McpConfigError(f"transport {kind} is not supported (use stdio, http or sse)")
     rest = {k: v for k, v in entry.items() if k != "type"}
-    if kind == "stdio":
-        return {"transport": "stdio", "serverName": name, **rest}
-    if kind == "http":
-        return {"transport": "streamable-http", "serverName": name, **rest}
-    raise McpConfigError(f"transport {kind} is not supported")
+    return {"transport": FILE_TYPES[kind], "serverName": name, **rest}
 
 
 class McpServersFile:
@@ -65,9 +77,10 @@ class McpServersFile:
         self.config = config
 
     async def start(self) -> None:
-        """Read the files, then mount every server (none fails the row; each reconnects on its own)."""
+        """Read the files, then connect every server together; none fails the row (one that cannot start is
+        skipped with a warning, the others reconnect on their own)."""
         from pydsh.kernel.compose import dsh_home
-        from pydsh.tools.mcp import _warn_missing, mcp_available, mount_servers
+        from pydsh.tools.mcp import McpServer, _warn_missing, mcp_available
 
         paths = [str(dsh_home() / "mcp.json")]
         if self.config.includeProject:
@@ -80,4 +93,16 @@ class McpServersFile:
         if not mcp_available():
             _warn_missing()
             return
-        await mount_servers(self.ctx, list(merged.values()))
+        servers = []
+        for config in merged.values():
+            server = McpServer(self.ctx, config)
+            try:
+                server.launch()
+            except RuntimeError as exc:
+                log.warning('mcp-servers: server "%s" skipped: %s', config.serverName, exc)
+                continue
+            servers.append(server)
+        results = await asyncio.gather(*(server.ready() for server in servers), return_exceptions=True)
+        for server, result in zip(servers, results, strict=True):
+            if isinstance(result, Exception):
+                log.warning('mcp-servers: server "%s" not mounted: %s', server.server_name, describe(result))

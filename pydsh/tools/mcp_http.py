@@ -1,4 +1,4 @@
-"""The streamable-HTTP transport of the MCP client, bounded like stdio.
+"""The HTTP transports of the MCP client (streamable HTTP and the legacy SSE transport), bounded like stdio.
 
 The ``mcp`` package reads HTTP bodies and server-sent events itself, so the bounds sit in the HTTP
 client it is given: a transport that rewrites each JSON body and each event's data the way the stdio
@@ -36,15 +36,34 @@ CONNECT_TIMEOUT_S = 30.0
 
 @contextlib.asynccontextmanager
 async def http_transport(
-    url: str, headers: Mapping[str, str], *, read_timeout_s: float, bounds: Bounds, label: str
+    kind: str, url: str, headers: Mapping[str, str], *, read_timeout_s: float, bounds: Bounds, label: str
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """``(read, write)`` streams of a streamable-HTTP server, through an HTTP client that bounds every message."""
+    """``(read, write)`` streams of a streamable-HTTP (``kind`` ``streamable-http``) or legacy SSE server.
+
+    Leaving the context normally ends a streamable-HTTP session with the ``DELETE`` the protocol defines.
+    """
+
+    def client(
+        headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+    ) -> httpx2.AsyncClient:
+        inner = httpx2.AsyncHTTPTransport()
+        limits = httpx2.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s)
+        return httpx2.AsyncClient(
+            headers=headers, timeout=limits, auth=auth, transport=BoundedTransport(inner, bounds, label)
+        )
+
+    if kind == "sse":
+        from mcp.client.sse import sse_client
+
+        async with sse_client(
+            url, headers=dict(headers), sse_read_timeout=read_timeout_s, httpx_client_factory=client
+        ) as streams:
+            yield streams
+        return
     from mcp.client.streamable_http import streamable_http_client
 
-    limits = httpx2.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s)
-    transport = BoundedTransport(httpx2.AsyncHTTPTransport(), bounds, label)
     async with (
-        httpx2.AsyncClient(headers=dict(headers), timeout=limits, transport=transport) as http,
+        client(dict(headers)) as http,
         streamable_http_client(url, http_client=http, max_sse_event_size=None) as streams,
     ):
         yield streams

@@ -632,9 +632,7 @@ def write_servers(path: Path, servers: dict[str, Any]) -> None:
     path.write_text(json.dumps({"mcpServers": servers}))
 
 
-async def test_servers_files(
-    tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_servers_files(tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     entry = {"command": sys.executable, "args": [SERVER, "--instructions", "from home"]}
     write_servers(isolated_home / "mcp.json", {"docs": entry, "my server": {**entry, "args": [SERVER, "--no-tools"]}})
     project = tmp_path / "project"
@@ -650,14 +648,6 @@ async def test_servers_files(
     async with mounted_rows(tmp_path, ("mcp-servers", {"includeProject": True})) as h:
         prompt = h.kernel.ctx.require("system_prompt")
         assert "### MCP server: docs\n\nfrom project" in prompt.render(await prompt.assemble(h.agent))
-    write_servers(project / ".mcp.json", {"old": {"type": "sse", "url": "http://127.0.0.1:1/sse"}})
-    kernel = Kernel()
-    await kernel.load(rows_of([("tools", None), ("mcp-servers", {"includeProject": True})]))
-    try:
-        (failed,) = kernel.loader.failures
-        assert str(failed.error) == f'{project / ".mcp.json"}: server "old": transport sse is not supported'
-    finally:
-        await kernel.dispose()
 
 
 def test_the_readme_example_row_is_valid() -> None:
