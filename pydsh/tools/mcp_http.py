@@ -116,15 +116,15 @@ class _Rewrite:
         self.request_id = request_id
         self.label = label
 
-    def message(self, data: bytes) -> bytes | None:
+    def message(self, data: bytes | bytearray) -> bytes | None:
         """``data`` bounded; ``None`` when it is dropped (a refused message that answers nothing)."""
         if len(data) < LARGE_MESSAGE_BYTES:
-            problem = surrogate_escaped(data)
-            return data if problem is None else self.refused(problem)
+            problem = surrogate_escaped(bytes(data))
+            return bytes(data) if problem is None else self.refused(problem)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            return self.refused(diagnose(data))
+            return self.refused(diagnose(bytes(data)))
         try:
             return json.dumps(bound_message(text, self.bounds)).encode()
         except Refusal as refusal:
@@ -167,7 +167,7 @@ class _JsonBody(httpx2.AsyncByteStream):
             if held:
                 head, held = bytes(held[:EDGE_BYTES]), bytearray()
             tail = (tail + chunk)[-EDGE_BYTES:]
-        out = self.rewrite.too_large(size, head, tail) if size > limit else self.rewrite.message(bytes(held))
+        out = self.rewrite.too_large(size, head, tail) if size > limit else self.rewrite.message(held)
         if out is not None:
             yield out
 
@@ -190,7 +190,7 @@ class _EventBody(_JsonBody):
             buffer += data
             start, out = 0, []
             while (newline := buffer.find(b"\n", scan)) >= 0:
-                out.append(event.line(bytes(buffer[start:newline]).rstrip(b"\r")))
+                out.append(event.line(_line(buffer, start, newline)))
                 start = scan = newline + 1
             del buffer[:start]
             scan = len(buffer)
@@ -261,6 +261,13 @@ class _Event:
         else:
             return fields + b"\n"
         return b"" if out is None else fields + b"data: " + out + b"\n\n"
+
+
+def _line(buffer: bytearray, start: int, newline: int) -> bytes:
+    """One line of ``buffer`` without its line ending, copied once."""
+    end = newline - 1 if newline > start and buffer[newline - 1] == ord("\r") else newline
+    with memoryview(buffer) as view:
+        return bytes(view[start:end])
 
 
 def _value(line: bytes) -> bytes:

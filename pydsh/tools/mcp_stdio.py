@@ -115,7 +115,7 @@ class _Wire:
                     buffer += data
                     start = 0
                     while (newline := buffer.find(b"\n", scan)) >= 0:
-                        await self.deliver(bytes(buffer[start:newline]))
+                        await self.deliver(self.take(buffer, start, newline))
                         start = scan = newline + 1
                     del buffer[:start]
                     scan = len(buffer)
@@ -134,15 +134,28 @@ class _Wire:
             while True:
                 await self.process.stdout.receive()
 
-    async def deliver(self, line: bytes | Refusal) -> None:
+    def take(self, buffer: bytearray, start: int, end: int) -> bytes | str | Refusal:
+        """The line ``buffer[start:end]``, copied once: bytes when small, text (decoded straight from the
+        buffer) when large, a refusal when past the limit or not UTF-8."""
+        size, limit = end - start, self.bounds.max_message_bytes
+        with memoryview(buffer) as view:
+            if size > limit:
+                edge = min(EDGE_BYTES, size)
+                return locate(oversized(size, limit), bytes(view[start : start + edge]), bytes(view[end - edge : end]))
+            if size < LARGE_MESSAGE_BYTES:
+                return bytes(view[start:end])
+            try:
+                return str(view[start:end], "utf-8")
+            except UnicodeDecodeError:
+                return diagnose(bytes(view[start:end]))
+
+    async def deliver(self, line: bytes | str | Refusal) -> None:
         """Pass one line on as a message, or answer the request it belongs to with why it was refused."""
         import mcp_types as types
         from mcp.shared.message import SessionMessage
 
-        if isinstance(line, bytes) and not line.strip():
-            return
         try:
-            message = self.parse(line) if isinstance(line, bytes) else None
+            message = None if isinstance(line, Refusal) else self.parse(line)
         except Refusal as refusal:
             line = refusal
         if isinstance(line, Refusal):
@@ -152,28 +165,25 @@ class _Wire:
             message = types.JSONRPCError(
                 jsonrpc="2.0", id=line.message_id, error=types.ErrorData.model_validate(line.error_data())
             )
-        assert message is not None
+        if message is None:
+            return
         if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
             self.pending.discard(str(message.id))
         await self.sink.send(SessionMessage(message))
 
-    def parse(self, line: bytes) -> Any:
-        """One line as a JSON-RPC message; raises :class:`Refusal` saying what is wrong with it."""
+    def parse(self, line: bytes | str) -> Any:
+        """One line (bytes when small, text when large) as a JSON-RPC message, ``None`` when blank; raises
+        :class:`Refusal` saying what is wrong with it."""
         import mcp_types as types
 
-        limit = self.bounds.max_message_bytes
-        if len(line) > limit:
-            raise locate(oversized(len(line), limit), line[:EDGE_BYTES], line[-EDGE_BYTES:])
-        if len(line) < LARGE_MESSAGE_BYTES:
+        if isinstance(line, bytes):
+            if not line.strip():
+                return None
             try:
                 return types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValueError:
                 raise diagnose(line) from None
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            raise diagnose(line) from None
-        bounded = bound_message(text, self.bounds)
+        bounded = bound_message(line, self.bounds)
         try:
             return types.jsonrpc_message_adapter.validate_python(bounded, by_name=False)
         except ValueError:
