@@ -256,6 +256,7 @@ class McpServer:
         )
 
     def _measure(self, raw: str, description: str, parameters: Any) -> int:
+        """The bytes the tool ``raw`` adds to every request, under its public name."""
         return definition_bytes(public_tool_name(self.server_name, raw), description, parameters)
 
     # -- the connection task --------------------------------------------------------------------

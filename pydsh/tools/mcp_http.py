@@ -46,6 +46,7 @@ async def http_transport(
     def client(
         headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
     ) -> httpx2.AsyncClient:
+        """The ``mcp`` package's client factory: our timeouts, and every body bounded."""
         inner = httpx2.AsyncHTTPTransport()
         limits = httpx2.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s)
         return httpx2.AsyncClient(
@@ -142,6 +143,7 @@ class _Rewrite:
         return json.dumps({"jsonrpc": "2.0", "id": message_id, "error": refusal.error_data()}).encode()
 
     def too_large(self, size: int, head: bytes, tail: bytes) -> bytes | None:
+        """The answer to a message past the limit, of which only its ends were kept."""
         return self.refused(locate(oversized(size, self.bounds.max_message_bytes), head, tail))
 
 
@@ -156,6 +158,7 @@ class _JsonBody(httpx2.AsyncByteStream):
         await self.stream.aclose()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        """The body as one bounded message (or its refusal), read with at most the limit held."""
         limit = self.rewrite.bounds.max_message_bytes
         held = bytearray()
         head, tail, size = b"", b"", 0
@@ -176,6 +179,7 @@ class _EventBody(_JsonBody):
     """An event stream: each event's data is one message; other fields pass unchanged."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        """The stream event by event, lines split in linear time; a line past the limit is only counted."""
         event = _Event(self.rewrite)
         buffer = bytearray()
         scan = 0
@@ -240,6 +244,7 @@ class _Event:
         self.tail = (self.tail + part)[-EDGE_BYTES:]
 
     def _data(self, value: bytes) -> None:
+        """Add one ``data`` line; past the limit keep only the event's ends and size."""
         self.size += len(value) + (1 if self.size else 0)
         if self.size <= self.limit:
             self.data.append(value)
@@ -251,6 +256,7 @@ class _Event:
         self.tail = (self.tail + value)[-EDGE_BYTES:]
 
     def _end(self) -> bytes:
+        """The finished event, its data bounded (or the refusal in its place); resets for the next."""
         fields, size, data = b"".join(self.fields), self.size, b"\n".join(self.data)
         head, tail = self.head, self.tail
         self.fields, self.data, self.size, self.head, self.tail = [], [], 0, b"", b""

@@ -65,6 +65,7 @@ def refusal_code(data: Any) -> str | None:
 
 
 def oversized(size: int, limit: int) -> Refusal:
+    """A message past ``maxMessageBytes``, refused without being held."""
     return Refusal(
         f"returned a message of {size_text(size)}; the limit of one message is {size_text(limit)} (maxMessageBytes)",
         "MCP_RESULT_TOO_LARGE",
@@ -72,6 +73,7 @@ def oversized(size: int, limit: int) -> Refusal:
 
 
 def too_much_content(size: int, limit: int) -> Refusal:
+    """A result whose projected content is past ``maxResultBytes``."""
     return Refusal(
         f"returned {size_text(size)} of content; the limit is {size_text(limit)} (maxResultBytes)",
         "MCP_RESULT_TOO_LARGE",
@@ -127,6 +129,7 @@ def diagnose(line: bytes | str) -> Refusal:
 
 
 def _strings_problem(value: Any) -> Refusal | None:
+    """A refusal when a decoded value holds a lone surrogate anywhere (no UTF-8 form)."""
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -135,6 +138,7 @@ def _strings_problem(value: Any) -> Refusal | None:
 
 
 def _with_id(refusal: Refusal, message: Any) -> Refusal:
+    """``refusal`` for the decoded ``message``: its id, and whether it is a response."""
     if not isinstance(message, dict) or "method" in message:
         return Refusal(refusal.text, refusal.code, response=False)
     answers = "result" in message or "error" in message
@@ -151,6 +155,7 @@ EDGE_BYTES = 512
 
 
 def _located(refusal: Refusal, line: bytes | str) -> Refusal:
+    """``refusal`` with the request id read from the ends of an undecodable ``line``."""
     raw = line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")
     return locate(refusal, raw[:EDGE_BYTES], raw[-EDGE_BYTES:])
 
@@ -311,10 +316,12 @@ class _Walk:
         self.pos = 0
 
     def space(self) -> str:
+        """Skip whitespace; the next character (empty at the end)."""
         self.pos = _SPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]
         return self.text[self.pos : self.pos + 1]
 
     def expect(self, char: str) -> None:
+        """Step over ``char`` after whitespace, or fail naming the position."""
         if self.space() != char:
             raise ValueError(f"expected {char!r} at character {self.pos:,}")
         self.pos += 1
@@ -376,6 +383,7 @@ class _Walk:
 
 
 def _end(match: re.Match[str] | None) -> int:
+    """Where a token the walker matched ends; a mismatch is malformed JSON."""
     if match is None:
         raise ValueError("malformed JSON value")
     return match.end()
@@ -438,6 +446,7 @@ def _small(walk: _Walk, bounds: Bounds, key: str) -> Any:
 
 
 def _result(walk: _Walk, bounds: Bounds) -> dict[str, Any]:
+    """A response's ``result``: ``content`` and ``tools`` walked item by item, the rest bounded whole."""
     result: dict[str, Any] = {}
     for key in walk.members():
         if key == "content" and walk.space() == "[":
@@ -467,6 +476,7 @@ def _content(walk: _Walk, bounds: Bounds) -> list[dict[str, Any]]:
 
 
 def _tools(walk: _Walk, bounds: Bounds) -> tuple[list[Any], list[str]]:
+    """A tool page cut to a fresh tool budget: the kept tools and the names left out."""
     budget = bounds.tool_budget()
     kept: list[Any] = []
     for _ in walk.items():
@@ -485,6 +495,7 @@ def _tools(walk: _Walk, bounds: Bounds) -> tuple[list[Any], list[str]]:
 
 
 def _first_line(exc: Exception) -> str:
+    """The first problem of a validation error as ``where: what``."""
     errors = getattr(exc, "errors", None)
     if callable(errors):
         first = errors()[0]

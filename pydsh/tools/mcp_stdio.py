@@ -212,6 +212,7 @@ class _Skipped:
         return None if newline < 0 else chunk[newline + 1 :]
 
     def refusal(self) -> Refusal:
+        """Why the line was refused, with the request id its ends show."""
         return locate(oversized(self.size, self.limit), self.head, self.tail)
 
 
