@@ -1,11 +1,14 @@
 """A small real MCP server built with the ``mcp`` package, for tests and benchmarks of the MCP client.
 
-Run as ``python -m pydsh.testing.mcp_server [options]``: stdio by default, or streamable HTTP on a
-loopback port with ``--http`` (the first stdout line is then ``PORT <n>``). Its tools exercise what a
-client must survive: mixed content, ``isError``, a hang, a crash, an invalid result (sent through a
-middleware that short-circuits the result), a tool list that changes (also mid-call), duplicate
-listings and paging. Files named by options steer a running server from the test (fail at start, fail
-the next listing), since a stdio server shares nothing else with its test.
+Run as ``python -m pydsh.testing.mcp_server [options]``: stdio by default, or streamable HTTP (``--http``)
+or the legacy SSE transport (``--sse``) on a loopback port (the first stdout line is then ``PORT <n>``).
+Its tools exercise what a client must survive: mixed content, ``isError``, a hang, a crash, an invalid
+result (sent through a middleware that short-circuits the result), a response that is not valid JSON, a
+huge result or one of very many items, the server's own JSON-RPC errors, a tool list that changes (also
+mid-call), duplicate listings, paging and thousands of tools; ``write`` changes a file and ``peek``, the
+one tool annotated ``readOnlyHint``, only reads one. Files named by options steer a running server from
+the test (fail at start, fail the next listing) or record what it saw (the HTTP requests), since a stdio
+server shares nothing else with its test.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ import argparse
 import asyncio
 import contextlib
 import io
+import json
 import os
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
+PATH_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 BASE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "echo",
@@ -62,16 +69,57 @@ BASE_TOOLS: list[dict[str, Any]] = [
         "inputSchema": {"type": "object"},
         "execution": {"taskSupport": "required"},
     },
+    {
+        "name": "big",
+        "description": "One text item of the given size.",
+        "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}, "required": ["bytes"]},
+    },
+    {
+        "name": "many",
+        "description": "The given number of text items.",
+        "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]},
+    },
+    {
+        "name": "garbled",
+        "description": "Answers with a lone surrogate escape, which is not valid JSON text (stdio only).",
+        "inputSchema": {"type": "object"},
+    },
+    {
+        "name": "rpc_error",
+        "description": "Answers with a JSON-RPC error of the given code.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+            "required": ["code", "message"],
+        },
+    },
+    {
+        "name": "write",
+        "description": "Write text to a file.",
+        "inputSchema": PATH_SCHEMA | {"properties": {"path": {"type": "string"}, "text": {"type": "string"}}},
+    },
+    {
+        "name": "peek",
+        "description": "Read a file.",
+        "inputSchema": PATH_SCHEMA,
+        "annotations": {"readOnlyHint": True},
+    },
 ]
 EXTRA = {"name": "extra", "description": "Present after toggle.", "inputSchema": {"type": "object"}}
 WIRE = 1
 """The stdout descriptor the protocol is written to."""
+GENERATED_DESCRIPTION = "A generated tool that does nothing useful; it only makes the tool list long. " * 3
+GENERATED_PROPERTIES = {f"option_{i}": {"type": "string", "description": f"Option {i} of many."} for i in range(16)}
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pydsh.testing.mcp_server")
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1")
+    parser.add_argument("--sse", action="store_true", help="serve the legacy SSE transport on 127.0.0.1")
+    parser.add_argument("--request-log", default=None, help="append each HTTP request's method and path here")
+    parser.add_argument("--tools", type=int, default=0, help="list this many generated tools after the others")
+    parser.add_argument("--start-delay", type=float, default=0.0, help="seconds to wait before serving")
     parser.add_argument("--instructions", default=None)
     parser.add_argument("--instructions-bytes", type=int, default=0, help="instructions of this many bytes")
     parser.add_argument("--no-tools", action="store_true", help="no tools capability")
@@ -92,6 +140,7 @@ class Behaviour:
         self.listed = asyncio.Event()
         if args.duplicate:
             self.tools.append(dict(BASE_TOOLS[0]))
+        self.tools.extend(generated(i) for i in range(args.tools))
 
     async def announce(self, session: Any) -> None:
         """Send ``list_changed`` and answer only once the client listed again (or 5 s passed)."""
@@ -112,12 +161,23 @@ class Behaviour:
             page["nextCursor"] = str(start + size)
         return page
 
-    async def call(self, name: str, arguments: dict[str, Any], session: Any) -> Any:
+    async def call(self, name: str, arguments: dict[str, Any], ctx: Any) -> Any:
         import mcp_types as types
         from mcp import MCPError
 
         if name != "vanish" and all(t["name"] != name for t in self.tools):
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {name}")
+        if name in SIZES:
+            return SIZES[name](int(arguments[SIZE_ARGUMENT[name]]))
+        if name in FILES:
+            return FILES[name](arguments)
+        if name == "rpc_error":
+            raise MCPError(code=int(arguments["code"]), message=str(arguments["message"]))
+        if name == "garbled":
+            garbled = '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"a\\ud800b"}]}}\n'
+            os.write(WIRE, (garbled % json.dumps(ctx.request_id)).encode())
+            await asyncio.Event().wait()
+        session = ctx.session
         if name == "echo":
             return _text(str(arguments.get("text")))
         if name == "mixed":
@@ -164,6 +224,31 @@ def _text(value: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": value}]}
 
 
+def generated(i: int) -> dict[str, Any]:
+    """The ``i``-th generated tool: about 1.1 KB of definition, like a verbose real tool."""
+    schema = {"type": "object", "properties": GENERATED_PROPERTIES}
+    return {"name": f"generated_{i:05d}", "description": GENERATED_DESCRIPTION, "inputSchema": schema}
+
+
+def _write(arguments: dict[str, Any]) -> dict[str, Any]:
+    with open(str(arguments["path"]), "w", encoding="utf-8") as f:
+        f.write(str(arguments.get("text", "")))
+    return _text("written")
+
+
+def _peek(arguments: dict[str, Any]) -> dict[str, Any]:
+    with open(str(arguments["path"]), encoding="utf-8") as f:
+        return _text(f.read())
+
+
+SIZES: dict[str, Callable[[int], dict[str, Any]]] = {
+    "big": lambda size: _text("x" * size),
+    "many": lambda count: {"content": [{"type": "text", "text": f"item {i}"} for i in range(count)]},
+}
+SIZE_ARGUMENT = {"big": "bytes", "many": "count"}
+FILES = {"write": _write, "peek": _peek}
+
+
 def build(args: argparse.Namespace) -> Any:
     """The lowlevel ``Server`` with this script's behaviour."""
     import mcp_types as types
@@ -179,7 +264,7 @@ def build(args: argparse.Namespace) -> Any:
         return types.ListToolsResult.model_validate(behaviour.listing(cursor))
 
     async def call_tool(ctx: Any, params: Any) -> Any:
-        return await behaviour.call(params.name, params.arguments or {}, ctx.session)
+        return await behaviour.call(params.name, params.arguments or {}, ctx)
 
     async def lie(ctx: Any, call_next: Any) -> Any:
         params = ctx.params or {}
@@ -205,13 +290,49 @@ async def serve_stdio(server: Any) -> None:
         await server.run(read, write, options)
 
 
-async def serve_http(server: Any) -> None:
+def sse_app(server: Any) -> Any:
+    """The legacy SSE transport: ``GET /sse`` opens the event stream, messages are POSTed to ``/messages/``."""
+    from mcp.server.lowlevel.server import NotificationOptions
+    from mcp.server.sse import SseServerTransport
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Mount, Route
+
+    transport = SseServerTransport("/messages/")
+    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+    async def handle_sse(request: Any) -> Any:
+        async with transport.connect_sse(request.scope, request.receive, request._send) as (read, write):
+            await server.run(read, write, options)
+        return Response()
+
+    return Starlette(
+        routes=[Route("/sse", handle_sse, methods=["GET"]), Mount("/messages/", transport.handle_post_message)]
+    )
+
+
+def logged(app: Any, path: str) -> Any:
+    """``app`` appending ``<METHOD> <path>`` of every HTTP request to the file ``path``."""
+
+    async def log_request(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(f"{scope['method']} {scope['path']}\n")
+        await app(scope, receive, send)
+
+    return log_request
+
+
+async def serve_http(server: Any, args: argparse.Namespace) -> None:
+    """Serve streamable HTTP (or the legacy SSE transport) on a loopback port printed as ``PORT <n>``."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    app = server.streamable_http_app()
+    app = sse_app(server) if args.sse else server.streamable_http_app()
+    if args.request_log:
+        app = logged(app, args.request_log)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     await uvicorn.Server(config).serve(sockets=[sock])
@@ -233,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.orphan_pidfile, "w") as f:
             f.write(str(orphan.pid))
     server = build(args)
-    asyncio.run(serve_http(server) if args.http else serve_stdio(server))
+    time.sleep(args.start_delay)
+    asyncio.run(serve_http(server, args) if args.http or args.sse else serve_stdio(server))
     return 0
 
 

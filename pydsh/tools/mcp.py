@@ -1,209 +1,80 @@
-"""The MCP client: external tool servers (stdio or streamable HTTP) mounted as model-facing tools (spec 11 Part B).
+"""The MCP client: external tool servers mounted as model-facing tools (spec 11 Part B).
 
 One ``mcp-client`` row per server, or :func:`mount_servers` for servers a frontend declares per
-session (the ACP bridge). Each server is one :class:`McpServer`: a task owning the connection
-(``mcp`` transport + ``ClientSession``, one generation per attempt), the registered tools of the
-last successful sync and the ``mcp:<serverName>`` prompt section. The ``mcp`` package is imported
-only when a server starts; without it a row warns once and contributes nothing.
+session (the ACP bridge). Each server is one :class:`McpServer`: a task owning the connection (one
+:class:`~pydsh.tools.mcp_connection.Generation` per attempt), the registered tools of the last
+successful sync and the ``mcp:<serverName>`` prompt section. What a server may make pydsh hold or
+send is bounded in :mod:`pydsh.tools.mcp_limits`; the servers of ``mcp.json`` files are the
+``mcp-servers`` row of :mod:`pydsh.tools.mcp_files`. The ``mcp`` package is imported only when a
+server starts; without it a row warns once and contributes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
-import re
 import time
-import unicodedata
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
 from pydsh.kernel.context import Context
 from pydsh.kernel.fiber import Disposer
+from pydsh.tools.mcp_config import (
+    McpConfigError,
+    McpServerConfig,
+    normalize_server_name,
+    parse_config,
+    public_tool_name,
+)
+from pydsh.tools.mcp_connection import CLOSE_CONFIRM_S, Generation, describe
+from pydsh.tools.mcp_files import McpServersFile
+from pydsh.tools.mcp_limits import (
+    DROPPED_META,
+    Bounds,
+    Refusal,
+    ResultText,
+    ToolBudget,
+    definition_bytes,
+    project_content,
+    project_item,
+    refusal_code,
+)
 from pydsh.tools.pipeline import text
 from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome, ToolRegistry
 
 if TYPE_CHECKING:
-    from mcp import ClientSession
-    from mcp.client.session import IncomingMessage
+    from mcp import ClientSession, MCPError
+
+__all__ = [
+    "McpConfigError",
+    "McpServer",
+    "McpServersFile",
+    "McpUnavailableError",
+    "mount_servers",
+    "normalize_server_name",
+    "parse_config",
+    "project_content",
+    "project_item",
+    "public_tool_name",
+]
 
 log = logging.getLogger("pydsh.tools.mcp")
 
-SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_-]+")
-MAX_TOOL_NAME = 64
 MCP_SERVERS_ORDER = 3100
 INSTALL_HINT = "pip install 'pydsh[mcp]'"
-CLOSE_CONFIRM_S = 5.0
-REQUEST_TIMEOUT_S = 30.0
-"""Bound of ``initialize`` and each ``tools/list`` page (calls use ``toolCallTimeoutMs``)."""
+CLOSE_GRACE_S = 3.0
+"""How long a closing server may take to leave its connection normally (an HTTP session's ``DELETE``)."""
 MAX_LIST_PAGES = 1000
-STDERR_LINE_LIMIT = 4096
 
 
 class McpUnavailableError(RuntimeError):
     """The optional ``mcp`` package is not installed."""
-
-
-class McpConfigError(ValueError):
-    """A server spec given to :func:`mount_servers` is invalid; the message names the field."""
-
-
-# -- names --------------------------------------------------------------------------------------
-
-
-def public_tool_name(server_name: str, raw_name: str) -> str:
-    """The model-facing name of ``raw_name`` on ``server_name``: ``mcp__<server>__<raw>``, or a safe
-    prefix plus a hash of both names when that is not a valid name of at most 64 characters."""
-    joined = f"mcp__{server_name}__{raw_name}"
-    normalized = _UNSAFE.sub("_", joined)
-    if normalized == joined and len(joined) <= MAX_TOOL_NAME:
-        return joined
-    digest = hashlib.sha256(f"{server_name}\0{raw_name}".encode()).hexdigest()[:12]
-    return f"{normalized[:51]}_{digest}"
-
-
-def normalize_server_name(name: str) -> str:
-    """A server name a frontend declared, made a valid ``serverName`` (spec 11 §A.8).
-
-    Raises ``ValueError`` for a blank name or one with control characters.
-    """
-    if not name.strip() or any(unicodedata.category(c) == "Cc" for c in name):
-        raise ValueError("invalid server name")
-    if SERVER_NAME.match(name):
-        return name
-    folded = _UNSAFE_RUN.sub("_", unicodedata.normalize("NFKD", name)).strip("_")[:20] or "server"
-    return f"{folded}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"[:32]
-
-
-# -- configuration ------------------------------------------------------------------------------
-
-
-class ReconnectConfig(BaseModel):
-    """Backoff of reconnect attempts: ``min(maxDelayMs, initialDelayMs * 2^(attempt-1))``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    enabled: bool = True
-    initialDelayMs: Annotated[int, Field(ge=0)] = 500
-    maxDelayMs: Annotated[int, Field(ge=0)] = 30000
-    maxAttempts: Annotated[int, Field(ge=1)] = 10
-
-    @model_validator(mode="after")
-    def _ordered(self) -> ReconnectConfig:
-        if self.initialDelayMs > self.maxDelayMs:
-            raise ValueError("initialDelayMs must not exceed maxDelayMs")
-        return self
-
-    def delay_ms(self, attempt: int) -> int:
-        return int(min(self.maxDelayMs, self.initialDelayMs * 2 ** (attempt - 1)))
-
-
-_STDIO_KEYS = frozenset({"command", "args", "env", "cwd"})
-_HTTP_KEYS = frozenset({"url", "headers"})
-
-
-class McpServerConfig(BaseModel):
-    """One MCP server (spec 11 §B.1)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    transport: Literal["stdio", "streamable-http"]
-    serverName: Annotated[str, Field(pattern=SERVER_NAME.pattern)]
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str = ""
-    url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    toolCallTimeoutMs: Annotated[int, Field(ge=1)] = 60000
-    failOnStartupError: bool = False
-    maxInstructionBytes: Annotated[int, Field(ge=0)] = 32768
-    reconnect: ReconnectConfig = ReconnectConfig()
-
-    @model_validator(mode="after")
-    def _transport_keys(self) -> McpServerConfig:
-        stdio = self.transport == "stdio"
-        foreign = sorted(self.model_fields_set & (_HTTP_KEYS if stdio else _STDIO_KEYS))
-        if foreign:
-            raise ValueError(f"{', '.join(foreign)} do not apply to transport {self.transport}")
-        if stdio and not self.command:
-            raise ValueError("transport stdio needs a command")
-        if not stdio and not (self.url or "").startswith(("http://", "https://")):
-            raise ValueError("transport streamable-http needs an absolute http(s) url")
-        return self
-
-
-def parse_config(spec: McpServerConfig | Mapping[str, Any]) -> McpServerConfig:
-    """``spec`` as a validated :class:`McpServerConfig`; problems raise :class:`McpConfigError`."""
-    if isinstance(spec, McpServerConfig):
-        return spec
-    try:
-        return McpServerConfig.model_validate(dict(spec))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}" for err in exc.errors()
-        )
-        raise McpConfigError(f"mcp server config: {problems}") from None
-
-
-def server_environ(extra: Mapping[str, str]) -> dict[str, str]:
-    """The stdio server's environment: the scrubbed parent environment with ``extra`` over it."""
-    from pydsh.tools.protected import child_environ
-
-    return {**child_environ(), **extra}
-
-
-# -- results ------------------------------------------------------------------------------------
-
-
-def _media(item: Mapping[str, Any]) -> str:
-    mime = item.get("mimeType")
-    return mime if isinstance(mime, str) and mime else "unknown media type"
-
-
-def project_item(item: Any) -> str:
-    """The model text of one MCP content item (spec 11 §B.5)."""
-    if not isinstance(item, Mapping):
-        return "[unsupported MCP content block: expected an object]"
-    kind = item.get("type")
-    if kind == "text":
-        return str(item.get("text", ""))
-    if kind == "resource_link":
-        name, uri = item.get("name"), item.get("uri")
-        if not name or not uri:
-            return "[resource link unavailable: the MCP block is missing its name or URI]"
-        return f"Resource link: {name} ({uri})"
-    if kind == "image":
-        return (
-            f"[image unavailable: {_media(item)}; no attachment store is mounted; "
-            "raw image data remains available to programmatic callers]"
-        )
-    if kind == "audio":
-        return f"[audio result unsupported: {_media(item)}; raw audio data remains available to programmatic callers]"
-    if kind == "resource":
-        return "[embedded resource unsupported; raw resource data remains available to programmatic callers]"
-    return f"[unsupported MCP content type: {kind}]"
-
-
-def project_content(raw_name: str, items: Sequence[Any]) -> str:
-    """The whole result as one text: projected items joined by newlines, or a note that it is empty."""
-    if not items:
-        return f"({raw_name} returned no model-visible content)"
-    return "\n".join(project_item(item) for item in items)
-
-
-def _invalid_result(raw_name: str, issues: str) -> ToolError:
-    return ToolError(f'Tool "{raw_name}" returned an invalid MCP result: {issues}', "MCP_INVALID_RESULT")
-
-
-def _issues(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(result)'}: {err['msg']}" for err in exc.errors())
 
 
 # -- one server ---------------------------------------------------------------------------------
@@ -211,17 +82,29 @@ def _issues(exc: ValidationError) -> str:
 
 @dataclass(frozen=True)
 class ListedTool:
-    """One tool as the server listed it, with its public name."""
+    """One tool as the server listed it, with its public name; ``read_only`` only when the server says so."""
 
     public: str
     raw: str
     description: str
     parameters: dict[str, Any]
     task_required: bool
+    read_only: bool = False
 
 
 _LIVE: weakref.WeakKeyDictionary[object, dict[tuple[int, str], McpServer]] = weakref.WeakKeyDictionary()
 """Live servers per runtime, keyed by (registration scope identity, serverName)."""
+
+READ_ONLY_DENIED = 'tool "{name}" is denied under read-only mode: its MCP server does not mark it read-only'
+READ_ONLY_TEXTS = {
+    "unavailable": READ_ONLY_DENIED + ", and no approval channel is available to allow it",
+    "never": READ_ONLY_DENIED + ", and approval prompts are disabled in this session",
+    "rejected": (
+        'the user rejected running tool "{name}" under read-only mode; it stays denied, '
+        "so stop and explain instead of working around it"
+    ),
+    "cancelled": 'approval for tool "{name}" was cancelled',
+}
 
 
 class McpServer:
@@ -246,23 +129,29 @@ class McpServer:
         self.closed = False
         self._registered: list[Disposer] = []
         self._effects: list[Disposer] = []
-        self._signature: list[tuple[str, str, str, Any, bool]] | None = None
+        self._signature: list[tuple[str, str, str, Any, bool, bool]] | None = None
+        self._dropped: list[str] = []
         self._sync_lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._first: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
-        self._generation: _Generation | None = None
+        self._generation: Generation | None = None
         self._key = (id(ctx.scope), self.server_name)
+        self._late = False
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Claim the name, register the instructions section and connect (activation waits for the
-        first attempt); ``failOnStartupError`` turns a failed first attempt into an error. Without the
-        ``mcp`` package, warn once and contribute nothing."""
+        """Connect and wait for the first attempt as :meth:`ready` says. Without the ``mcp`` package,
+        warn once and contribute nothing."""
+        if self.launch():
+            await self.ready()
+
+    def launch(self) -> bool:
+        """Claim the name, register the instructions section and start connecting; ``False`` without ``mcp``."""
         if not mcp_available():
             _warn_missing()
-            return
+            return False
         live = _LIVE.setdefault(self.ctx.runtime, {})
         if self._key in live:
             raise RuntimeError(
@@ -277,26 +166,41 @@ class McpServer:
             self._effects.append(prompt.section(self.ctx, name, MCP_SERVERS_ORDER, self._section, interpolate=False))
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.label)
         self._task.add_done_callback(self._ended)
-        error = await asyncio.shield(self._first)
+        return True
+
+    async def ready(self) -> None:
+        """Wait for the first attempt: in full with ``failOnStartupError`` (a failure then raises), else at
+        most ``startupWaitMs``; a server not ready by then keeps connecting and its tools arrive later."""
+        strict = self.config.failOnStartupError
+        try:
+            error = await asyncio.wait_for(
+                asyncio.shield(self._first), None if strict else self.config.startupWaitMs / 1000
+            )
+        except TimeoutError:
+            self._late = True
+            log.warning(
+                "%s: not connected within startupWaitMs (%dms); connecting in the background, its tools are added "
+                "when it is ready",
+                self.label,
+                self.config.startupWaitMs,
+            )
+            return
         if error is None:
             return
-        if self.config.failOnStartupError:
+        if strict:
             await self.close()
             raise RuntimeError(f"{self.label}: initial connection or tool synchronization failed") from error
-        log.warning("%s: initial connection failed: %s", self.label, _describe(error))
+        log.warning("%s: initial connection failed: %s", self.label, describe(error))
 
     async def close(self) -> None:
-        """Stop the connection task (the server process is terminated) and drop this server's tools."""
+        """Stop the connection task (the server process is terminated, an HTTP session ended) and drop the tools."""
         if self.closed:
             return
         self.closed = True
         self._stop.set()
         task = self._task
         if task is not None and task is not asyncio.current_task():
-            if not task.done() and self._generation is not None:
-                self._generation.cancel()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await task
+            await self._end(task)
         if self._generation is not None:
             self._generation.release()
         self._unregister()
@@ -308,6 +212,19 @@ class McpServer:
             await effect()  # the section's removal, and this method's own entry (a no-op now)
         self._effects.clear()
 
+    async def _end(self, task: asyncio.Task[None]) -> None:
+        """Let the connection end normally for up to ``CLOSE_GRACE_S``, then cancel it."""
+        generation = self._generation
+        if not task.done() and generation is not None:
+            generation.stop()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            try:
+                await asyncio.wait_for(asyncio.shield(task), CLOSE_GRACE_S)
+            except TimeoutError:
+                if self._generation is not None:
+                    self._generation.cancel()
+                await task
+
     def _ended(self, task: asyncio.Task[None]) -> None:
         if not self._first.done():
             self._first.set_result(RuntimeError(f"{self.label}: the connection task ended before connecting"))
@@ -316,6 +233,9 @@ class McpServer:
         """A generation is up: route calls to ``session`` and show its instructions."""
         self.instructions = instructions or None
         self.session = session
+        if self._late:
+            self._late = False
+            log.info("%s: connected after startup with %d tools", self.label, len(self.tools))
         if not self._first.done():
             self._first.set_result(None)
 
@@ -323,6 +243,21 @@ class McpServer:
         if not self.instructions:
             return None
         return f"### MCP server: {self.server_name}\n\n{self.instructions}"
+
+    def bounds(self) -> Bounds:
+        """What one message of this server may make pydsh keep (see :mod:`pydsh.tools.mcp_limits`)."""
+        config = self.config
+        return Bounds(
+            config.maxMessageBytes,
+            config.maxResultBytes,
+            lambda: ToolBudget(config.maxTools, config.maxToolDefinitionBytes),
+            self._measure,
+            _content_block,
+        )
+
+    def _measure(self, raw: str, description: str, parameters: Any) -> int:
+        """The bytes the tool ``raw`` adds to every request, under its public name."""
+        return definition_bytes(public_tool_name(self.server_name, raw), description, parameters)
 
     # -- the connection task --------------------------------------------------------------------
 
@@ -332,7 +267,7 @@ class McpServer:
         attempt = 0
         ever_connected = False
         while not self._stop.is_set():
-            generation = _Generation(self)
+            generation = Generation(self)
             self._generation = generation
             error = await generation.run()
             if not self._first.done():
@@ -354,14 +289,14 @@ class McpServer:
                 attempt = 0
             attempt += 1
             if not reconnect.enabled:
-                log.error("%s: connection ended and reconnect is disabled: %s", self.label, _describe(error))
+                log.error("%s: connection ended and reconnect is disabled: %s", self.label, describe(error))
                 return
             if attempt > reconnect.maxAttempts:
                 self._give_up()
                 return
             delay = reconnect.delay_ms(attempt)
             what = "connection lost; reconnecting" if ever_connected else "connection failed; retrying"
-            detail = f": {_describe(error)}" if error is not None else ""
+            detail = f": {describe(error)}" if error is not None else ""
             log.warning(
                 "%s: %s in %dms (attempt %d/%d)%s", self.label, what, delay, attempt, reconnect.maxAttempts, detail
             )
@@ -383,28 +318,48 @@ class McpServer:
     async def sync(self, session: ClientSession) -> None:
         """List every tool, build the next generation, then swap it in; a failure keeps the current one."""
         async with self._sync_lock:
-            listed = await self._list(session)
+            listed, budget = await self._list(session)
             generation = self._build(listed)
             if self.closed or not self.ctx.fiber.accepts_effects:
                 return
             self._swap(generation)
+            if budget.dropped != self._dropped:
+                self._dropped = budget.dropped
+                if budget.dropped:
+                    log.warning("%s", budget.warning(self.label))
 
-    async def _list(self, session: ClientSession) -> list[Any]:
+    async def _list(self, session: ClientSession) -> tuple[list[Any], ToolBudget]:
+        """Every page of the listing, keeping only the tools within the budget (a page of thousands is
+        never held whole: see :func:`~pydsh.tools.mcp_limits.bound_message`)."""
         import mcp_types as types
+        from mcp import MCPError
 
+        budget = ToolBudget(self.config.maxTools, self.config.maxToolDefinitionBytes)
         capabilities = session.server_capabilities
         if capabilities is None or capabilities.tools is None:
-            return []
-        tools: list[Any] = []
+            return [], budget
+        kept: list[Any] = []
         cursor: str | None = None
         for _ in range(MAX_LIST_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            page = await session.list_tools(params=params)
-            tools.extend(page.tools)
+            try:
+                page = await session.list_tools(params=params)
+            except MCPError as exc:
+                raise RuntimeError(f"{self.label}: tools/list {self._request_failure(exc)}") from None
+            for tool in page.tools:
+                if budget.admit(tool.name, self._measure(tool.name, tool.description or "", tool.input_schema)):
+                    kept.append(tool)
+            budget.dropped.extend((page.meta or {}).get(DROPPED_META) or ())
             cursor = page.next_cursor
             if cursor is None:
-                return tools
+                return kept, budget
         raise RuntimeError(f"{self.label}: the tool list did not end after {MAX_LIST_PAGES} pages")
+
+    def _request_failure(self, exc: MCPError) -> str:
+        """The rest of ``<label>: tools/list …`` for a failed listing request."""
+        if refusal_code(exc.error.data) is not None:
+            return exc.error.message
+        return f"failed: {exc.error.message}"
 
     def _build(self, listed: list[Any]) -> list[ListedTool]:
         seen: dict[str, str] = {}
@@ -422,11 +377,12 @@ class McpServer:
                 raise RuntimeError(f'{self.label}: tool "{raw}" has no object-rooted inputSchema — invalid tool list')
             execution = tool.execution
             required = execution is not None and execution.task_support == "required"
-            out.append(ListedTool(public, raw, tool.description or "", schema, required))
+            read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
+            out.append(ListedTool(public, raw, tool.description or "", schema, required, read_only))
         return out
 
     def _swap(self, generation: list[ListedTool]) -> None:
-        signature = [(t.public, t.raw, t.description, t.parameters, t.task_required) for t in generation]
+        signature = [(t.public, t.raw, t.description, t.parameters, t.task_required, t.read_only) for t in generation]
         if signature == self._signature:
             return
         self._unregister()
@@ -462,267 +418,119 @@ class McpServer:
     async def call(self, tool: ListedTool, args: Any, exec: ToolExec) -> ToolOutcome:
         """One ``tools/call`` with the validated arguments; failures raise :class:`ToolError`."""
         from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         raw = tool.raw
         if tool.task_required:
             raise ToolError(
                 f'Tool "{raw}" requires task-based execution, which this bridge does not support', "MCP_TASK_REQUIRED"
             )
+        await self._permit(tool, exec)
         session = self.session
         if session is None:
             raise ToolError(f"{self.label}: server is disconnected", "MCP_DISCONNECTED")
         timeout_ms = self.config.toolCallTimeoutMs
         arguments = args if isinstance(args, dict) else {}
+        started = time.monotonic()
         try:
             result = await session.call_tool(raw, arguments, read_timeout_seconds=timeout_ms / 1000)
         except MCPError as exc:
-            if exc.error.code == REQUEST_TIMEOUT:
-                raise ToolError(f"{self.label}: tool call timed out after {timeout_ms}ms", "MCP_TIMEOUT") from None
-            if exc.error.code == CONNECTION_CLOSED:
-                raise ToolError(f"{self.label}: server is disconnected", "MCP_DISCONNECTED") from None
-            raise ToolError(f'{self.label}: tool "{raw}" failed: {exc.error.message}', "MCP_ERROR") from None
+            raise self._call_error(raw, exc, session, time.monotonic() - started) from None
         except ValidationError as exc:
-            raise ToolError(
-                f'Tool "{raw}" returned an invalid MCP result: {_issues(exc)}', "MCP_INVALID_RESULT"
-            ) from None
+            raise _invalid_result(raw, _issues(exc)) from None
         except RuntimeError as exc:
-            raise ToolError(f'Tool "{raw}" returned an invalid MCP result: {exc}', "MCP_INVALID_RESULT") from None
+            raise _invalid_result(raw, str(exc)) from None
         except Exception as exc:
-            if self.session is not session:
+            if self._lost(session):
                 raise ToolError(f"{self.label}: server is disconnected", "MCP_DISCONNECTED") from None
-            raise ToolError(f'{self.label}: tool "{raw}" failed: {_describe(exc)}', "MCP_ERROR") from None
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        projected = project_content(raw, dumped.get("content") or [])
+            raise ToolError(f'{self.label}: tool "{raw}" failed: {describe(exc)}', "MCP_ERROR") from None
+        return self._outcome(raw, result)
+
+    def _call_error(self, raw: str, exc: MCPError, session: ClientSession, elapsed_s: float) -> ToolError:
+        """A failed call as the model should read it: the SDK's own timeout and connection end are told
+        apart from a server's error that merely shares their code."""
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        error = exc.error
+        refused = refusal_code(error.data)
+        if refused is not None:
+            return ToolError(f'Tool "{raw}" {error.message}', refused)
+        timeout_ms = self.config.toolCallTimeoutMs
+        if error.code == REQUEST_TIMEOUT and elapsed_s * 1000 >= timeout_ms:
+            return ToolError(f"{self.label}: tool call timed out after {timeout_ms}ms", "MCP_TIMEOUT")
+        if error.code == CONNECTION_CLOSED and self._lost(session):
+            return ToolError(f"{self.label}: server is disconnected", "MCP_DISCONNECTED")
+        return ToolError(f'{self.label}: tool "{raw}" failed: {error.message}', "MCP_ERROR")
+
+    def _lost(self, session: ClientSession) -> bool:
+        """Whether ``session``'s connection is over (so a failure on it means the server went away)."""
+        generation = self._generation
+        return self.session is not session or generation is None or generation.lost
+
+    def _outcome(self, raw: str, result: Any) -> ToolOutcome:
+        """The result as one text block, assembled item by item up to ``maxResultBytes``."""
+        assembled = ResultText(self.config.maxResultBytes)
+        for block in result.content:
+            assembled.add(project_item(block.model_dump(by_alias=True, mode="json", exclude_none=True)))
+        try:
+            projected = assembled.text() if result.content else project_content(raw, [])
+        except Refusal as refusal:
+            raise ToolError(f'Tool "{raw}" {refusal.text}', refusal.code) from None
         meta: dict[str, Any] = {"server": self.server_name, "tool": raw}
-        if "structuredContent" in dumped:
-            meta["structuredContent"] = dumped["structuredContent"]
+        if result.structured_content is not None:
+            meta["structuredContent"] = result.structured_content
         if result.is_error:
             return ToolOutcome(text(f"Error: {projected}"), True, None, meta)
         return ToolOutcome(text(projected), False, None, meta)
 
-
-class _Generation:
-    """One connection attempt: transport, session, initialize, sync, then serve until it drops."""
-
-    def __init__(self, server: McpServer) -> None:
-        self.server = server
-        self.config = server.config
-        self.connected_at: float | None = None
-        self.ended_at: float | None = None
-        self._scope: Any = None
-        self._cancelled = False
-        self._lost: asyncio.Event = asyncio.Event()
-        self._stderr: _StderrLog | None = None
-        self._session: ClientSession | None = None
-
-    def cancel(self) -> None:
-        """Abandon this generation from another task (closing the server)."""
-        self._cancelled = True
-        self._lost.set()
-        if self._scope is not None:
-            self._scope.cancel()
-
-    def uptime_ms(self) -> float:
-        if self.connected_at is None:
-            return 0.0
-        return ((self.ended_at or time.monotonic()) - self.connected_at) * 1000
-
-    async def run(self) -> BaseException | None:
-        """Serve one generation; returns why it failed (``None`` after a drop of a good connection)."""
-        import anyio
-
-        server = self.server
-        try:
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                if self._cancelled:
-                    scope.cancel()
-                await self._serve()
-        except Exception as exc:
-            return _leaf(exc)
-        finally:
-            server.session = None
-            self.ended_at = time.monotonic()
-        if self.connected_at is None and not self._cancelled:
-            return RuntimeError(f"{server.label}: connection closed during startup")
-        return None
-
-    async def _serve(self) -> None:
-        import anyio
-        from mcp import ClientSession, Implementation
-
-        from pydsh import __version__
-
-        server = self.server
-        async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(self._transport())
-            relay_send, relay_read = anyio.create_memory_object_stream[Any](0)
-            stack.callback(relay_read.close)
-            stack.callback(relay_send.close)
-            group = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(group.cancel_scope.cancel)
-            group.start_soon(self._relay, read, relay_send)
-            session = await stack.enter_async_context(
-                ClientSession(
-                    relay_read,
-                    write,
-                    read_timeout_seconds=REQUEST_TIMEOUT_S,
-                    client_info=Implementation(name="pydsh-mcp-client", version=__version__),
-                    message_handler=self._on_message,
-                )
-            )
-            self._session = session
-            init = await session.initialize()
-            instructions = (init.instructions or "").rstrip()
-            limit = self.config.maxInstructionBytes
-            if len(instructions.encode()) > limit:
-                raise RuntimeError(f"{server.label}: server instructions exceed maxInstructionBytes ({limit})")
-            await server.sync(session)
-            server.connected(session, instructions)
-            self.connected_at = time.monotonic()
-            await self._lost.wait()
-
-    async def _relay(self, source: Any, sink: Any) -> None:
-        """Forward the transport's messages to the session; its end is the connection's end."""
-        try:
-            async with sink:
-                async for item in source:
-                    await sink.send(item)
-        finally:
-            self._lost.set()
-
-    async def _on_message(self, message: IncomingMessage) -> None:
-        import mcp_types as types
-
-        server = self.server
-        if isinstance(message, types.ToolListChangedNotification) and self._session is not None:
-            log.info("%s: tool list changed, re-syncing", server.label)
-            try:
-                await server.sync(self._session)
-            except Exception as exc:
-                log.warning("%s: tool re-sync failed, keeping the previous tools: %s", server.label, _describe(exc))
-        elif isinstance(message, Exception):
-            log.warning("%s: transport error: %s", server.label, _describe(message))
-            if self.config.transport == "streamable-http":
-                self._lost.set()
-
-    @contextlib.asynccontextmanager
-    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
-        config = self.config
-        if config.transport == "stdio":
-            async with self._stdio() as streams:
-                yield streams
+    async def _permit(self, tool: ListedTool, exec: ToolExec) -> None:
+        """Under read-only mode a tool its server does not mark read-only runs only with the user's approval,
+        asked like a built-in tool's escalation (the sandbox cannot confine another process's writes)."""
+        sandbox = self.ctx.get("sandbox")
+        if tool.read_only or sandbox is None or sandbox.mode(exec.session) != "read-only":
             return
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
-        timeout = httpx2.Timeout(30.0, read=max(300.0, config.toolCallTimeoutMs / 1000))
-        async with (
-            httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout) as client,
-            streamable_http_client(str(config.url), http_client=client) as (read, write),
-        ):
-            yield read, write
-
-    @contextlib.asynccontextmanager
-    async def _stdio(self) -> AsyncIterator[tuple[Any, Any]]:
-        from mcp import StdioServerParameters, stdio_client
-
-        config = self.config
-        params = StdioServerParameters(
-            command=str(config.command), args=list(config.args), env=server_environ(config.env), cwd=self.server.cwd
+        name = exec.name
+        approval = self.ctx.get("approval")
+        if approval is None or exec.agent is None:
+            raise ToolError(READ_ONLY_TEXTS["unavailable"].format(name=name), "MCP_SANDBOX_DENIED")
+        outcome = await approval.request(
+            exec.agent,
+            name,
+            call_id=exec.call_id,
+            reason=f"run {name} under read-only mode: its MCP server does not mark it read-only",
+            display_reason={"en": f"Allow {name}, which may change files or other state, in this read-only session"},
+            signal=exec.signal,
         )
-        stderr = _StderrLog(self.server.label)
-        self._stderr = stderr
-        errlog = await stderr.open()
-        try:
-            async with stdio_client(params, errlog=errlog) as streams:
-                errlog.close()
-                yield streams
-        finally:
-            errlog.close()
-
-    def release(self) -> None:
-        """Close what the generation may still hold after its connection ended."""
-        if self._stderr is not None:
-            self._stderr.close()
-
-    async def confirm_closed(self) -> bool:
-        """Whether the generation's server process (and whatever inherited its stderr) is gone, within 5 s."""
-        if self._stderr is None:
-            return True
-        return await self._stderr.wait_closed(CLOSE_CONFIRM_S)
+        if outcome == "allowed-once":
+            return
+        if outcome == "rejected" and approval.policy(exec.agent.session) == "never":
+            outcome = "never"
+        message = READ_ONLY_TEXTS.get(outcome, READ_ONLY_TEXTS["unavailable"])
+        raise ToolError(message.format(name=name), "MCP_SANDBOX_DENIED")
 
 
-class _StderrLog(asyncio.Protocol):
-    """The server's stderr, forwarded line by line to the log at DEBUG; its end means every holder exited."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.buffer = b""
-        self.eof = asyncio.get_running_loop().create_future()
-        self.transport: asyncio.BaseTransport | None = None
-
-    async def open(self) -> Any:
-        """A pipe whose write end (returned, for the child) feeds this protocol."""
-        read_fd, write_fd = os.pipe()
-        loop = asyncio.get_running_loop()
-        try:
-            self.transport, _ = await loop.connect_read_pipe(lambda: self, os.fdopen(read_fd, "rb", buffering=0))
-        except BaseException:
-            os.close(write_fd)
-            raise
-        return os.fdopen(write_fd, "w")
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        *lines, self.buffer = self.buffer.split(b"\n")
-        for line in lines:
-            self._emit(line)
-        if len(self.buffer) > STDERR_LINE_LIMIT:
-            self._emit(self.buffer)
-            self.buffer = b""
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.buffer:
-            self._emit(self.buffer)
-            self.buffer = b""
-        if not self.eof.done():
-            self.eof.set_result(None)
-
-    def _emit(self, line: bytes) -> None:
-        log.debug("%s stderr: %s", self.label, line[:STDERR_LINE_LIMIT].decode(errors="replace").rstrip())
-
-    def close(self) -> None:
-        """Stop reading (a process that outlived its connection keeps the pipe open otherwise)."""
-        if self.transport is not None:
-            self.transport.close()
-
-    async def wait_closed(self, seconds: float) -> bool:
-        try:
-            await asyncio.wait_for(asyncio.shield(self.eof), seconds)
-        except TimeoutError:
-            return False
-        return True
+_CONTENT_BLOCK: Any = None
 
 
-def _leaf(exc: Exception) -> Exception:
-    """The one failure inside (nested) single-member exception groups that task groups wrap it in."""
-    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
+def _content_block(item: Any) -> Mapping[str, Any]:
+    """One content item validated as the ``mcp`` package would, in its JSON form (``ValueError`` if invalid)."""
+    global _CONTENT_BLOCK
+    if _CONTENT_BLOCK is None:
+        import mcp_types as types
+        from pydantic import TypeAdapter
+
+        _CONTENT_BLOCK = TypeAdapter(types.ContentBlock)
+    dumped: Mapping[str, Any] = _CONTENT_BLOCK.validate_python(item).model_dump(
+        by_alias=True, mode="json", exclude_none=True
+    )
+    return dumped
 
 
-def _describe(exc: BaseException | None) -> str:
-    if exc is None:
-        return "connection closed"
-    parts = [str(exc) or type(exc).__name__]
-    cause = exc.__cause__ or exc.__context__
-    if isinstance(exc, BaseExceptionGroup):
-        parts = [_describe(e) for e in exc.exceptions]
-    elif cause is not None and str(cause) and str(cause) not in parts[0]:
-        parts.append(str(cause))
-    return ": ".join(parts)
+def _invalid_result(raw_name: str, issues: str) -> ToolError:
+    return ToolError(f'Tool "{raw_name}" returned an invalid MCP result: {issues}', "MCP_INVALID_RESULT")
+
+
+def _issues(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(result)'}: {err['msg']}" for err in exc.errors())
 
 
 # -- availability of the extra ------------------------------------------------------------------
@@ -759,8 +567,8 @@ async def mount_servers(
     Stable API for frontends that mount servers per session (the ACP bridge passes the agent's
     scope context and the session cwd, the default ``cwd`` of stdio servers). Every spec is
     validated before anything connects (:class:`McpConfigError`); a missing ``mcp`` package raises
-    :class:`McpUnavailableError`; a server that fails its first attempt with ``failOnStartupError``
-    unwinds the ones already mounted and raises. The returned disposer (``await disposer()``) closes
+    :class:`McpUnavailableError`. The servers connect at once, together; a server that fails its first
+    attempt with ``failOnStartupError`` unwinds them all and raises. The returned disposer (``await disposer()``) closes
     them all, terminating their processes; it also runs when ``ctx``'s fiber unwinds.
     """
     configs = [parse_config(spec) for spec in servers]
@@ -787,83 +595,12 @@ async def mount_servers(
         for config in configs:
             server = McpServer(ctx, config, cwd=cwd)
             mounted.append(server)
-            await server.start()
+            server.launch()
+        results = await asyncio.gather(*(server.ready() for server in mounted), return_exceptions=True)
+        failed = next((result for result in results if isinstance(result, BaseException)), None)
+        if failed is not None:
+            raise failed
     except BaseException:
         await disposer()
         raise
     return disposer
-
-
-# -- the mcp-servers row ------------------------------------------------------------------------
-
-
-class ServersFileConfig(BaseModel):
-    """The ``mcp-servers`` row: ``$DSH_HOME/mcp.json``, and the project's ``.mcp.json`` only when asked
-    (its commands come with whatever repository is checked out)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    includeProject: bool = False
-
-
-def servers_from_file(path: str) -> list[McpServerConfig]:
-    """The servers an ``{"mcpServers": {...}}`` file declares; a bad file raises naming it and the entry."""
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            document = json.load(f)
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        raise McpConfigError(f"{path}: {exc}") from None
-    entries = document.get("mcpServers") if isinstance(document, dict) else None
-    if not isinstance(entries, dict):
-        raise McpConfigError(f'{path}: expected an object with an "mcpServers" object')
-    configs = []
-    for declared, entry in entries.items():
-        try:
-            configs.append(parse_config(_file_entry(normalize_server_name(declared), entry)))
-        except (McpConfigError, ValueError) as exc:
-            raise McpConfigError(f'{path}: server "{declared}": {exc}') from None
-    return configs
-
-
-def _file_entry(name: str, entry: Any) -> dict[str, Any]:
-    if not isinstance(entry, dict):
-        raise McpConfigError("expected an object")
-    kind = entry.get("type", "stdio")
-    rest = {k: v for k, v in entry.items() if k != "type"}
-    if kind == "stdio":
-        return {"transport": "stdio", "serverName": name, **rest}
-    if kind == "http":
-        return {"transport": "streamable-http", "serverName": name, **rest}
-    raise McpConfigError(f"transport {kind} is not supported")
-
-
-class McpServersFile:
-    """The ``mcp-servers`` plugin: one server per entry of the MCP server files, later files winning."""
-
-    inject = ("tools",)
-    optional = ("system_prompt",)
-    Config = ServersFileConfig
-
-    def __init__(self, ctx: Context, config: ServersFileConfig) -> None:
-        self.ctx = ctx
-        self.config = config
-
-    async def start(self) -> None:
-        """Read the files, then mount every server (none fails the row; each reconnects on its own)."""
-        from pydsh.kernel.compose import dsh_home
-
-        paths = [str(dsh_home() / "mcp.json")]
-        if self.config.includeProject:
-            paths.append(os.path.join(os.getcwd(), ".mcp.json"))
-        merged: dict[str, McpServerConfig] = {}
-        for path in paths:
-            merged.update((c.serverName, c) for c in servers_from_file(path))
-        if not merged:
-            return
-        if not mcp_available():
-            _warn_missing()
-            return
-        await mount_servers(self.ctx, list(merged.values()))
