@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 from tests.agent.harness import start_host
 from tests.messaging.test_control_tools import add_wait_tool
@@ -46,6 +48,15 @@ async def test_05_lead_messages_an_inactive_teammate_which_starts_a_turn(tmp_pat
         patches=(TEAMS,),
     )
     lead = (await host.create(tmp_path)).agent
+
+    async def teammate_after_the_leads_first_turn(options: dict[str, Any], nxt: Any) -> Any:
+        """The teammate answers once the Lead's first turn ended, so its settlement starts the Lead's next
+        turn (finishing sooner, it would ride along in the first turn's next step, a different script)."""
+        while options["sessionId"] != lead.id and not any(e["type"] == "turn/end" for e in lead.session.events):
+            await asyncio.sleep(0.01)
+        return await nxt()
+
+    host.kernel.ctx.on("llm/stream", teammate_after_the_leads_first_turn, prepend=True)
     try:
         await host.run(lead, "go")
         await quiesce(host)
