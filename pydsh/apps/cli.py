@@ -53,6 +53,8 @@ class UsageError(Exception):
 
 @dataclass
 class Launch:
+    """What the launcher options ask for; ``app_args`` go to the profile's app."""
+
     profile: str | None = None
     patches: list[str] = field(default_factory=list)
     dump: str | None = None

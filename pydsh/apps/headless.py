@@ -62,6 +62,7 @@ def _seconds(text: str) -> float:
 
 
 def parse_args(args: list[str]) -> argparse.Namespace:
+    """The headless command line in DeepSeek Harness's forms or pydsh's, checked, with the task read."""
     parser = _Parser(prog="pydsh headless", usage=USAGE, add_help=True)
     parser.add_argument("task", nargs="*", help='the task; its words are joined, "-" reads it from stdin')
     parser.add_argument("--cwd", help="workspace of a new session (default: the current directory)")
