@@ -1,8 +1,8 @@
-"""The ``pydsh`` launcher: profile selection, patch layers, ``--dump-config`` and app dispatch (spec 06 §2.2).
+"""The ``pydsh`` launcher: profile selection, patch layers, config dumps and app dispatch (spec 06 §2.2).
 
-``pydsh [--profile] NAME [--patch FILE]... [--dump-config[=resolved]] [APP ARGS...]`` composes
-the profile, loads it, and hands the app arguments to the ``app`` service its app bundle
-provides. Exit codes: 0 success, 1 usage or run failure, 2 composition errors.
+``pydsh [--profile] NAME [--from-default-profile TEMPLATE] [--patch FILE]... [DUMP] [APP ARGS...]``
+composes the profile, loads it, and hands the app arguments to the ``app`` service its app bundle
+provides. Exit codes: 0 success, 1 usage or run failure, 2 composition errors and a bare ``pydsh``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 HELP = """\
 Usage: pydsh [--profile] <name> [--patch <path>]... [--dump-config[=resolved]] [app-args...]
-       pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M]
+       pydsh headless [--json] [--session-id ID] [--cwd DIR] [--provider P --model M] TASK...
        pydsh headless --compact ID
        pydsh --profile sdk [--patch <path>]...
        pydsh acp [--patch <path>]... [--provider P --model M]
@@ -30,12 +30,21 @@ Usage: pydsh [--profile] <name> [--patch <path>]... [--dump-config[=resolved]] [
 Run a DeepSeek Harness agent composition.
 
 Options:
-  --profile NAME        the profile to compose (a leading NAME works too)
-  --patch PATH          an extra patch layer, applied after the profile's layers (repeatable)
-  --dump-config         print the composed row tree as YAML and exit
-  -V, --version         print the version
-  -h, --help            show this help
+  --profile NAME               the profile to compose (a leading NAME works too)
+  --from-default-profile NAME  first replace the profile with a fresh copy of shipped template NAME
+                               (its previous profile.yml and patch.yml are kept as *.bak)
+  --patch PATH                 an extra patch layer, applied after the profile's layers (repeatable)
+  --dump-config[=resolved]     print the composed row tree as YAML and exit (resolved: interpolated)
+  --dump-default-config        print the tree of the profile's bundles alone (no patch.yml, no --patch)
+  --dump-config-schema         print the JSON Schema of the profile's rows and of patch files
+  -V, --version                print the version
+  -h, --help                   show this help
 """
+EXIT_BARE = 2
+"""A bare ``pydsh``: the usage, as for any command line that names nothing to do."""
+VALUED = {"--profile": "a name", "--from-default-profile": "a name", "--patch": "a path"}
+DUMPS = {"--dump-config": "written", "--dump-default-config": "default", "--dump-config-schema": "schema"}
+DUMPS_EXCLUSIVE = "error: --dump-config, --dump-default-config, and --dump-config-schema are mutually exclusive"
 
 
 class UsageError(Exception):
@@ -44,12 +53,21 @@ class UsageError(Exception):
 
 @dataclass
 class Launch:
+    """What the launcher options ask for; ``app_args`` go to the profile's app."""
+
     profile: str | None = None
     patches: list[str] = field(default_factory=list)
     dump: str | None = None
+    """``written``, ``resolved``, ``default`` or ``schema``: which config dump to print instead of running."""
+    from_default: str | None = None
+    """The shipped template to recreate the profile from before composing it."""
     app_args: list[str] = field(default_factory=list)
     help: bool = False
     version: bool = False
+
+    def starts_with_options(self) -> bool:
+        """Whether an option already came: a leading name is the profile only before any."""
+        return bool(self.patches) or self.dump is not None or self.from_default is not None
 
 
 def parse_launch(argv: list[str]) -> Launch:
@@ -58,37 +76,52 @@ def parse_launch(argv: list[str]) -> Launch:
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg == "--profile" or arg.startswith("--profile="):
-            if launch.profile is not None:
-                raise UsageError("error: select a profile only once")
-            if arg == "--profile":
-                if i + 1 >= len(argv):
-                    raise UsageError("error: --profile needs a name")
-                value = argv[i + 1]
+        flag, eq, inline = arg.partition("=")
+        if flag in VALUED:
+            if not eq and i + 1 < len(argv):
+                inline = argv[i + 1]
                 i += 1
-            else:
-                value = arg.partition("=")[2]
-            if not value:
-                raise UsageError("error: --profile needs a name")
-            launch.profile = value
-        elif arg == "--patch":
-            if i + 1 >= len(argv):
-                raise UsageError("error: --patch needs a path")
-            launch.patches.append(argv[i + 1])
-            i += 1
-        elif arg == "--dump-config" or arg.startswith("--dump-config="):
-            launch.dump = arg.partition("=")[2] or "written"
+            set_valued(launch, flag, inline)
+        elif flag in DUMPS:
+            set_dump(launch, flag, inline if eq else None)
         elif arg in ("-h", "--help") and launch.profile is None:
             launch.help = True
         elif arg in ("-V", "--version"):
             launch.version = True
-        elif launch.profile is None and not arg.startswith("-") and not launch.patches and launch.dump is None:
+        elif launch.profile is None and not arg.startswith("-") and not launch.starts_with_options():
             launch.profile = arg
+        elif launch.profile is None and arg.startswith("-"):
+            raise UsageError(f"error: unknown option '{arg}'")
         else:
             launch.app_args = argv[i:]
             break
         i += 1
     return launch
+
+
+def set_valued(launch: Launch, flag: str, value: str) -> None:
+    """Record ``--profile``, ``--from-default-profile`` or ``--patch`` (``value`` "" = missing)."""
+    if not value:
+        raise UsageError(f"error: {flag} needs {VALUED[flag]}")
+    if flag == "--patch":
+        launch.patches.append(value)
+    elif flag == "--from-default-profile":
+        launch.from_default = value
+    elif launch.profile is not None:
+        raise UsageError("error: select a profile only once")
+    else:
+        launch.profile = value
+
+
+def set_dump(launch: Launch, flag: str, value: str | None) -> None:
+    """Record one dump flag; only ``--dump-config`` takes a value (``resolved``), and one dump is printed."""
+    if value is not None and (flag != "--dump-config" or value != "resolved"):
+        accepted = "takes only the value resolved" if flag == "--dump-config" else "takes no value"
+        raise UsageError(f'error: {flag} {accepted}, got "{value}"')
+    dump = "resolved" if value is not None else DUMPS[flag]
+    if launch.dump is not None and launch.dump != dump:
+        raise UsageError(DUMPS_EXCLUSIVE)
+    launch.dump = dump
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    if not argv:
+        return no_arguments()
     if argv[:1] == ["plugin"]:
         from pydsh.apps.plugins import run_plugin
 
@@ -127,6 +162,12 @@ def _main(argv: list[str]) -> int:
     return run_profile(launch)
 
 
+def no_arguments() -> int:
+    """A bare ``pydsh``: the usage on stderr, exit 2 (the one place that decides what no arguments do)."""
+    print(HELP, end="", file=sys.stderr)
+    return EXIT_BARE
+
+
 def start_up_failed(exc: ProfileError | KernelError) -> int:
     """Print a profile or composition error as its one line; the exit code it calls for."""
     from pydsh.kernel.profiles import ProfileError
@@ -138,17 +179,31 @@ def start_up_failed(exc: ProfileError | KernelError) -> int:
     return 2
 
 
+def check_dump(launch: Launch) -> None:
+    """A config dump runs no app: app arguments, or ``--patch`` with the default tree, are usage errors."""
+    if launch.dump is None:
+        return
+    if launch.app_args:
+        raise UsageError(f'error: config dumps take no app arguments, got "{" ".join(launch.app_args)}"')
+    if launch.dump == "default" and launch.patches:
+        raise UsageError("error: --dump-default-config prints the bundle layers and takes no --patch")
+
+
 def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
-    """Compose ``launch.profile`` and run its app with the app arguments."""
+    """Compose ``launch.profile`` and run its app with the app arguments (or print the dump asked for)."""
     from pydsh.kernel.compose import resolve_rows
     from pydsh.kernel.errors import KernelError
     from pydsh.kernel.profiles import ProfileError, compose_profile
 
     assert launch.profile is not None
+    check_dump(launch)
     try:
+        if launch.from_default is not None:
+            recreate(launch.profile, launch.from_default)
+        if launch.dump in ("default", "schema"):
+            return dump_without_running(launch)
         comp = compose_profile(launch.profile, launch.patches, extra_bundles)
-        for warning in comp.warnings:
-            print(f"pydsh: warning: {warning}", file=sys.stderr)
+        warn(comp.warnings)
         if launch.dump == "written":
             sys.stdout.write(comp.dump())
             return 0
@@ -163,3 +218,38 @@ def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
     from pydsh.host.launch import run_app
 
     return run_app(launch.profile, rows, launch.app_args)
+
+
+def warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"pydsh: warning: {warning}", file=sys.stderr)
+
+
+def recreate(profile: str, template: str) -> None:
+    """``--from-default-profile``: a fresh copy of ``template`` as ``profile``, saying where the old files went."""
+    from pydsh.kernel.profiles import reset_profile
+
+    kept = reset_profile(profile, template)
+    if kept:
+        names = " and ".join(path.name for path in kept)
+        print(f'pydsh: profile "{profile}" recreated from template "{template}"; kept the old {names}', file=sys.stderr)
+
+
+def dump_without_running(launch: Launch) -> int:
+    """``--dump-default-config`` (the bundles' tree) or ``--dump-config-schema`` (JSON Schema of rows and patches)."""
+    import json
+
+    from pydsh.kernel.profiles import compose_default, compose_profile
+
+    assert launch.profile is not None
+    if launch.dump == "default":
+        comp = compose_default(launch.profile)
+        warn(comp.warnings)
+        sys.stdout.write(comp.dump())
+        return 0
+    from pydsh.kernel.schema import config_schema
+
+    comp = compose_profile(launch.profile, launch.patches)
+    warn(comp.warnings)
+    sys.stdout.write(json.dumps(config_schema(launch.profile, comp.rows), indent=2, ensure_ascii=False) + "\n")
+    return 0

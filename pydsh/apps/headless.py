@@ -1,4 +1,8 @@
-"""``pydsh headless "TASK"``: run one task to idle, trace to stderr, answer to stdout (spec 06 §2.2).
+"""``pydsh headless TASK...``: run one task to idle, trace to stderr, answer to stdout (spec 06 §2.2).
+
+DeepSeek Harness's command line works as it is: the words of the task are joined, ``-`` (or no task
+with stdin not a terminal) reads it from stdin, ``--session-id ID`` is ``--resume ID`` and ``--json``
+streams the run as NDJSON events (:mod:`pydsh.apps.headless_events`).
 
 Exit codes: 0 when the last turn completed, 1 for any other end (with ``pydsh: <code>: <message>``
 for an error turn), 2 for usage errors, 128+n after signal n — SIGINT (130), SIGTERM (143) or
@@ -10,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import sys
 import uuid
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from pydsh.apps.headless_events import EventStream, error_line
 from pydsh.compaction.engine import CompactionError
 from pydsh.host import Agent, AgentSpec, Host, HostError, RunResult
 from pydsh.host.workspace import check_workspace
@@ -24,17 +28,16 @@ from pydsh.session.events import Event
 from pydsh.session.ids import session_id_problem
 from pydsh.session.log import Session
 
-if TYPE_CHECKING:
-    from pydsh.host.run import Receipt
-
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WAIT_CHILDREN_S = 600.0
 """How long a run waits, after the agent's own turn, for the background subagents it started (10 minutes)."""
 USAGE = (
-    'pydsh headless "TASK" [--cwd DIR] [--session ID] [--resume ID] [--json] [--provider P --model M] [--preset ID]'
-    " [--wait-children SECONDS]"
+    "pydsh headless [--json] [--session-id ID | --resume ID] [--cwd DIR] [--session ID] [--provider P --model M]"
+    " [--preset ID] [--wait-children SECONDS] TASK..."
     "\n       pydsh headless --compact ID"
 )
+TASK_REQUIRED = 'a task is required, for example: pydsh headless "run the tests"'
+RESUME_FLAGS = ("--session-id", "--resume")
 EXIT_USAGE = 2
 USAGE_REFUSALS = frozenset(
     {"not_found", "exists", "bad_workspace", "bad_session_id", "unknown_preset", "member_session"}
@@ -43,12 +46,12 @@ USAGE_REFUSALS = frozenset(
 
 
 class HeadlessUsageError(Exception):
-    """A command-line problem: printed as is, exit code 2."""
+    """A command-line problem: printed as ``error: <message>``, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
-        raise HeadlessUsageError(f"error: {message}")
+        raise HeadlessUsageError(message)
 
 
 def _seconds(text: str) -> float:
@@ -59,12 +62,13 @@ def _seconds(text: str) -> float:
 
 
 def parse_args(args: list[str]) -> argparse.Namespace:
+    """The headless command line in DeepSeek Harness's forms or pydsh's, checked, with the task read."""
     parser = _Parser(prog="pydsh headless", usage=USAGE, add_help=True)
-    parser.add_argument("task", nargs="?", help='the prompt ("-" reads it from stdin)')
+    parser.add_argument("task", nargs="*", help='the task; its words are joined, "-" reads it from stdin')
     parser.add_argument("--cwd", help="workspace of a new session (default: the current directory)")
     parser.add_argument("--session", help="id for a new session")
-    parser.add_argument("--resume", help="continue a persisted session")
-    parser.add_argument("--json", action="store_true", help="print a JSON result instead of the answer")
+    parser.add_argument("--resume", "--session-id", dest="resume", metavar="ID", help="continue a persisted session")
+    parser.add_argument("--json", action="store_true", help="write the run as NDJSON events instead of the answer")
     parser.add_argument("--provider")
     parser.add_argument("--model")
     parser.add_argument("--preset", help="agent preset of a new session (profiles with a preset roster)")
@@ -76,32 +80,50 @@ def parse_args(args: list[str]) -> argparse.Namespace:
         help=f"how long to wait for background subagents after the turn (default {WAIT_CHILDREN_S:g})",
     )
     parser.add_argument("--compact", metavar="ID", help="compact the history of a persisted session and exit")
-    ns = parser.parse_args(args)
+    ns, unknown = parser.parse_known_intermixed_args(args)
+    if unknown:
+        raise HeadlessUsageError(f"unknown option '{unknown[0]}'")
+    ns.resume_flag = next((a.partition("=")[0] for a in args if a.partition("=")[0] in RESUME_FLAGS), "--resume")
     if ns.compact is not None:
-        if ns.task is not None or ns.resume or ns.session or ns.cwd or ns.preset or ns.provider:
-            raise HeadlessUsageError("error: --compact ID takes no task and no other session option")
+        if ns.task or ns.resume or ns.session or ns.cwd or ns.preset or ns.provider:
+            raise HeadlessUsageError("--compact ID takes no task and no other session option")
         return ns
-    if ns.task is None:
-        raise HeadlessUsageError("error: the following arguments are required: task")
+    check_session_options(ns)
+    ns.task = read_task(ns.task)
+    return ns
+
+
+def check_session_options(ns: argparse.Namespace) -> None:
+    """The session options agree with each other; ``--cwd`` names a usable workspace."""
     if ns.resume and (ns.session or ns.cwd):
-        raise HeadlessUsageError("error: --resume cannot be combined with --session or --cwd")
+        raise HeadlessUsageError(f"{ns.resume_flag} cannot be combined with --session or --cwd")
     if ns.resume and ns.preset:
-        raise HeadlessUsageError("error: --resume keeps the session's preset; --preset is for a new session")
+        raise HeadlessUsageError(f"{ns.resume_flag} keeps the session's preset; --preset is for a new session")
     problem = session_id_problem(ns.session) if ns.session is not None else None
     if problem is not None:
-        raise HeadlessUsageError(f"error: --session id {problem}")
+        raise HeadlessUsageError(f"--session id {problem}")
     if bool(ns.provider) != bool(ns.model):
-        raise HeadlessUsageError("error: give --provider and --model together")
+        raise HeadlessUsageError("give --provider and --model together")
     if ns.cwd:
         try:
             ns.cwd = check_workspace(ns.cwd)
         except HostError as exc:
-            raise HeadlessUsageError(f"error: --{exc}") from None
-    if ns.task == "-":
-        ns.task = sys.stdin.buffer.read().decode("utf-8", "replace")
-    if not ns.task.strip():
-        raise HeadlessUsageError("error: the task is empty")
-    return ns
+            raise HeadlessUsageError(f"--{exc}") from None
+
+
+def read_task(words: list[str]) -> str:
+    """The task: its words joined by spaces, or stdin for ``-`` or for no words when stdin is not a terminal."""
+    if "-" in words and len(words) > 1:
+        raise HeadlessUsageError("`-` must be the only task argument")
+    if words == ["-"] or (not words and sys.stdin is not None and not sys.stdin.isatty()):
+        task = sys.stdin.buffer.read().decode("utf-8", "replace")
+    else:
+        task = " ".join(words)
+    if not words and not task.strip():
+        raise HeadlessUsageError(TASK_REQUIRED)
+    if not task.strip():
+        raise HeadlessUsageError("the task is empty")
+    return task
 
 
 class Trace:
@@ -172,11 +194,11 @@ class HeadlessApp:
         self.ctx = ctx
 
     async def run(self, host: Host, args: list[str]) -> int:
+        stream = wants_json(args)
         try:
             ns = parse_args(args)
         except HeadlessUsageError as exc:
-            print(exc, file=sys.stderr)
-            return EXIT_USAGE
+            return usage_failed(str(exc), stream)
         except SystemExit as exc:
             return int(exc.code or 0)
         if ns.compact is not None:
@@ -184,13 +206,18 @@ class HeadlessApp:
         try:
             agent = await self._open(host, ns)
         except HostError as exc:
-            return refused(exc)
-        return await self._run(host, agent, ns)
+            return refused(exc, stream)
+        return await self._run(agent, ns)
 
     async def _open(self, host: Host, ns: argparse.Namespace) -> Agent:
         spec = AgentSpec(cwd=ns.cwd, provider=ns.provider, model=ns.model, preset=ns.preset)
         if ns.resume:
-            return await host.resume(ns.resume, spec)
+            try:
+                return await host.resume(ns.resume, spec)
+            except HostError as exc:
+                if exc.code == "not_found":
+                    raise HostError(f"{exc}; omit {ns.resume_flag} to start a new session", "not_found") from None
+                raise
         try:
             return await host.create(spec, ns.session)
         except HostError as exc:
@@ -203,7 +230,7 @@ class HeadlessApp:
         try:
             agent = await host.resume(session_id)
         except HostError as exc:
-            return refused(exc)
+            return refused(exc, False)
         live = agent.live
         self.ctx.on("session/event", Trace(sys.stderr, agent.session_id).event, global_=False)
         roster = self.ctx.get("agent_presets")
@@ -223,8 +250,12 @@ class HeadlessApp:
         finally:
             await agent.close()
 
-    async def _run(self, host: Host, agent: Agent, ns: argparse.Namespace) -> int:
+    async def _run(self, agent: Agent, ns: argparse.Namespace) -> int:
         self.ctx.on("session/event", Trace(sys.stderr, agent.session_id).event, global_=False)
+        stream = EventStream(sys.stdout, agent.session_id) if ns.json else None
+        if stream is not None:
+            stream.session(agent.session)
+            self.ctx.on("session/event", stream.event, global_=False)
         received: list[signal.Signals] = []
         interrupted = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -251,7 +282,7 @@ class HeadlessApp:
             except HostError as exc:
                 failure = failure or exc
         if failure is not None:
-            return refused(failure)
+            return refused(failure, stream is not None)
         if cut_short and not received:
             names = ", ".join(cut_short)
             print(
@@ -259,7 +290,21 @@ class HeadlessApp:
                 f"their turns were aborted: {names}",
                 file=sys.stderr,
             )
-        return report(ns, result, receipt, received[0] if received else None, cut_short)
+        return report(result, stream, received[0] if received else None, cut_short)
+
+
+def wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for the event stream (read before parsing, so usage errors join it)."""
+    options = args[: args.index("--")] if "--" in args else args
+    return "--json" in options
+
+
+def usage_failed(message: str, stream: bool) -> int:
+    """A usage error: ``error: <message>`` on stderr (and as an ``error`` event with ``--json``); exit 2."""
+    if stream:
+        error_line(sys.stdout, "usage", message)
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 async def settle_within(agent: Agent, bound: float, interrupted: asyncio.Event) -> list[str]:
@@ -279,32 +324,26 @@ async def settle_within(agent: Agent, bound: float, interrupted: asyncio.Event) 
         stopping.cancel()
 
 
-def refused(exc: HostError) -> int:
+def refused(exc: HostError, stream: bool) -> int:
     """A session the command line asked for was refused: its one line, exit 2 for the user's own options."""
     if exc.code in USAGE_REFUSALS:
+        if stream:
+            error_line(sys.stdout, exc.code, str(exc))
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if stream:
+        error_line(sys.stdout, exc.code, str(exc))
     print(f"pydsh: {exc}", file=sys.stderr)
     return 1
 
 
 def report(
-    ns: argparse.Namespace,
-    result: RunResult,
-    receipt: Receipt,
-    interrupted: signal.Signals | None,
-    cut_short: list[str],
+    result: RunResult, stream: EventStream | None, interrupted: signal.Signals | None, cut_short: list[str]
 ) -> int:
-    """Print the answer (or the JSON result) and the closing lines; the exit code."""
+    """Print the answer (or the ``final`` event) and the closing lines; the exit code."""
     kind = result.finish_reason or "completed"
-    if ns.json:
-        out = {
-            "final_response": result.final_response,
-            "finish_reason": kind,
-            "session_id": result.session_id,
-            "usage": result.usage,
-        }
-        print(json.dumps(out, ensure_ascii=False))
+    if stream is not None:
+        stream.final(result, kind)
     elif result.final_response:
         print(result.final_response)
     if kind == "error" and result.error is not None:

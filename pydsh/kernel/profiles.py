@@ -64,9 +64,7 @@ def profile_dir(name: str) -> Path:
 
 def ensure_profile(name: str) -> Path:
     """The profile directory, materialised from its shipped template when missing."""
-    if not name or "/" in name or name in (".", ".."):
-        raise ProfileError(f'error: invalid profile name "{name}"')
-    directory = profile_dir(name)
+    directory = profile_dir(_checked_name(name))
     if (directory / "profile.yml").is_file():
         return directory
     template = TEMPLATES / f"{name}.yml"
@@ -77,6 +75,36 @@ def ensure_profile(name: str) -> Path:
     _write_new(directory / "profile.yml", template.read_text(encoding="utf-8"))
     _write_new(directory / "patch.yml", "[]\n")
     return directory
+
+
+def reset_profile(name: str, template: str) -> list[Path]:
+    """Replace profile ``name`` with a fresh copy of shipped template ``template`` (``--from-default-profile``).
+
+    The replaced ``profile.yml`` and ``patch.yml`` are kept beside the new ones as ``*.bak``
+    (replacing older backups), so the user's own layer is never lost; returns those backups.
+    """
+    source = TEMPLATES / f"{template}.yml"
+    if not valid_bundle_name(template) or not source.is_file():
+        known = ", ".join(known_templates())
+        raise ProfileError(f'error: unknown default profile "{template}" (known templates: {known})')
+    directory = profile_dir(_checked_name(name))
+    private_dir(directory)
+    kept = []
+    for file_name, text in (("profile.yml", source.read_text(encoding="utf-8")), ("patch.yml", "[]\n")):
+        path = directory / file_name
+        if path.is_file():
+            backup = path.with_name(f"{file_name}.bak")
+            os.replace(path, backup)
+            kept.append(backup)
+        _write_new(path, text)
+    return kept
+
+
+def _checked_name(name: str) -> str:
+    """``name`` when it can name a profile directory; otherwise the one-line error."""
+    if not name or "/" in name or name in (".", ".."):
+        raise ProfileError(f'error: invalid profile name "{name}"')
+    return name
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -282,6 +310,14 @@ def compose_profile(name: str, patches: list[str], extra_bundles: tuple[str, ...
         comp, from_files_only = _compose_profile(name, directory, patches, extra_bundles)
     if from_files_only:
         composed_cache.store(request, reads, comp)
+    return comp
+
+
+def compose_default(name: str) -> Composition:
+    """Profile ``name`` from its bundles alone, without the user's patch layers (``--dump-default-config``)."""
+    profile = read_profile(ensure_profile(name))
+    comp, _uses = compose_bundles(name, profile["bundles"], profile["plugins"])
+    comp.check_ids()
     return comp
 
 

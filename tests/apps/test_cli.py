@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from pydsh.apps.cli import UsageError, parse_launch
+from pydsh.apps.cli import DUMPS_EXCLUSIVE, UsageError, parse_launch
 from pydsh.session.errors import SessionFormatUnsupportedError, SessionPersistenceCorruptionError
 from pydsh.session.events import make_header
 from pydsh.session.persistence.jsonl import JsonlPersistence
+from tests.sdk.reference import REFERENCE, needs_reference
 
 REPO = Path(__file__).resolve().parents[2]
+NO_PATCH = "error: --dump-default-config prints the bundle layers and takes no --patch"
 
 
 def pydsh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -25,25 +28,101 @@ def pydsh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_grammar() -> None:
-    launch = parse_launch(["sdk", "--patch", "a.yml", "--patch", "b.yml"])
+    launch = parse_launch(["sdk", "--patch", "a.yml", "--patch=b.yml"])
     assert (launch.profile, launch.patches, launch.app_args) == ("sdk", ["a.yml", "b.yml"], [])
     launch = parse_launch(["headless", "do it", "--json"])
     assert (launch.profile, launch.app_args) == ("headless", ["do it", "--json"])
     launch = parse_launch(["--profile", "web", "--dump-config=resolved"])
     assert (launch.profile, launch.dump) == ("web", "resolved")
+    launch = parse_launch(["rescue", "--from-default-profile", "web", "--dump-default-config"])
+    assert (launch.profile, launch.from_default, launch.dump) == ("rescue", "web", "default")
+    assert parse_launch(["--profile=sdk", "--dump-config-schema"]).dump == "schema"
     with pytest.raises(UsageError, match="select a profile only once"):
         parse_launch(["--profile", "a", "--profile", "b"])
     with pytest.raises(UsageError, match="--profile needs a name"):
         parse_launch(["--profile", ""])
+    with pytest.raises(UsageError, match='--dump-config takes only the value resolved, got "yaml"'):
+        parse_launch(["sdk", "--dump-config=yaml"])
+
+
+def test_bare_pydsh_prints_the_usage_and_exits_2(tmp_path: Path) -> None:
+    bare = pydsh(cwd=tmp_path)
+    assert (bare.returncode, bare.stdout) == (2, "")
+    assert bare.stderr.startswith("Usage: pydsh [--profile] <name>")
+    assert "--dump-config-schema" in bare.stderr
 
 
 def test_launcher_errors(tmp_path: Path) -> None:
-    assert pydsh(cwd=tmp_path).stderr.strip() == "error: --profile <name> is required"
+    assert pydsh("--patch", "x.yml", cwd=tmp_path).stderr.strip() == "error: --profile <name> is required"
     version = pydsh("-V", cwd=tmp_path)
     assert version.returncode == 0 and version.stdout.startswith("pydsh ")
     unknown = pydsh("nonesuch", cwd=tmp_path)
     assert unknown.returncode == 2
-    assert 'unknown profile "nonesuch" (known templates: acp, embed, headless, sdk' in unknown.stderr
+    assert 'unknown profile "nonesuch" (known templates: acp, embed, headless, sdk, sdk-minimal, web)' in unknown.stderr
+
+
+LAUNCHER_ERRORS = [
+    (("--x",), "error: unknown option '--x'"),
+    (("--patch", "p.yml", "-q", "sdk"), "error: unknown option '-q'"),
+    (("--profile", "sdk", "--dump-config", "--dump-default-config"), DUMPS_EXCLUSIVE),
+    (("sdk", "--dump-config-schema", "--dump-config"), DUMPS_EXCLUSIVE),
+    (("--profile", "sdk", "--patch", "p.yml", "--dump-default-config"), NO_PATCH),
+    (("--profile", "sdk", "--dump-config", "extra"), 'error: config dumps take no app arguments, got "extra"'),
+    (("sdk", "--from-default-profile="), "error: --from-default-profile needs a name"),
+]
+"""Bad launcher input: one line, exit 1. The reference says the same (its bare ``--x`` asks for a profile)."""
+
+
+@pytest.mark.parametrize(("args", "line"), LAUNCHER_ERRORS)
+def test_bad_launcher_input_is_one_line_naming_it(tmp_path: Path, args: tuple[str, ...], line: str) -> None:
+    (tmp_path / "p.yml").write_text("[]\n")
+    result = pydsh(*args, cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", line + "\n")
+
+
+@needs_reference
+@pytest.mark.parametrize(("args", "line"), LAUNCHER_ERRORS[2:])
+def test_the_reference_words_bad_launcher_input_alike(tmp_path: Path, args: tuple[str, ...], line: str) -> None:
+    (tmp_path / "p.yml").write_text("[]\n")
+    result = subprocess.run([REFERENCE, *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", line + "\n")
+
+
+def test_dump_default_config_leaves_out_the_user_layers(tmp_path: Path, isolated_home: Path) -> None:
+    assert pydsh("sdk", "--dump-config", cwd=tmp_path).returncode == 0
+    (isolated_home / "profiles" / "sdk" / "patch.yml").write_text("- {id: tool-todo, disabled: true}\n")
+    (isolated_home / "patch.yml").write_text("- {id: tool-web, disabled: true}\n")
+    written = yaml.safe_load(pydsh("sdk", "--dump-config", cwd=tmp_path).stdout)
+    default = pydsh("sdk", "--dump-default-config", cwd=tmp_path)
+    assert default.returncode == 0, default.stderr
+    rows = {row["id"]: row for row in yaml.safe_load(default.stdout)}
+    assert "disabled" not in rows["tool-todo"] and "disabled" not in rows["tool-web"]
+    assert [row["id"] for row in written] == list(rows)
+    assert {row["id"] for row in written if row.get("disabled") is True} - {
+        i for i, row in rows.items() if row.get("disabled") is True
+    } == {"tool-todo", "tool-web"}
+
+
+def test_from_default_profile_recreates_the_profile_and_keeps_the_old_files(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    profile = isolated_home / "profiles" / "rescue"
+    first = pydsh("rescue", "--from-default-profile", "sdk", "--dump-config", cwd=tmp_path)
+    assert (first.returncode, first.stderr) == (0, "")
+    assert "- id: sdk-server" in first.stdout
+    (profile / "patch.yml").write_text("- {id: tool-todo, disabled: true}\n")
+    again = pydsh("--profile", "rescue", "--from-default-profile=headless", "--dump-config", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "- id: headless-app" in again.stdout and "sdk-server" not in again.stdout
+    assert again.stderr == (
+        'pydsh: profile "rescue" recreated from template "headless"; kept the old profile.yml.bak and patch.yml.bak\n'
+    )
+    assert yaml.safe_load((profile / "profile.yml").read_text())["bundles"] == ["base", "agent-tools", "headless-app"]
+    assert (profile / "patch.yml").read_text() == "[]\n"
+    assert (profile / "patch.yml.bak").read_text() == "- {id: tool-todo, disabled: true}\n"
+    unknown = pydsh("rescue", "--from-default-profile", "nonesuch", cwd=tmp_path)
+    assert (unknown.returncode, unknown.stdout) == (2, "")
+    assert unknown.stderr.startswith('error: unknown default profile "nonesuch" (known templates: acp, embed,')
 
 
 def test_dump_config_prints_rows_without_secrets(tmp_path: Path) -> None:

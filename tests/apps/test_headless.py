@@ -74,15 +74,16 @@ def test_answer_on_stdout_trace_on_stderr(tmp_path: Path) -> None:
     assert "assistant: The answer is 42." in result.stderr
 
 
-def test_json_result(tmp_path: Path) -> None:
+def test_json_ends_with_the_final_event(tmp_path: Path) -> None:
     patch = patch_file(tmp_path, [{"text": "done"}])
     result = run("--profile", "headless", "--patch", str(patch), "go", "--json", "--session", "s-json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    payload = json.loads(result.stdout)
-    assert payload["final_response"] == "done"
-    assert payload["finish_reason"] == "completed"
-    assert payload["session_id"] == "s-json"
-    assert payload["usage"]["outputTokens"] >= 1
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines[0] == {"type": "session", "sessionId": "s-json", "cwd": str(tmp_path)}
+    final = lines[-1]
+    assert (final["type"], final["text"], final["finish_reason"]) == ("final", "done", "completed")
+    assert final["session_id"] == "s-json"
+    assert final["usage"]["outputTokens"] >= 1
 
 
 def test_error_turn_exits_one_with_code_and_message(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def test_a_roster_profile_joins_the_named_preset(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["finish_reason"] == "completed"
+    assert json.loads(result.stdout.splitlines()[-1])["finish_reason"] == "completed"
     assert "without joining an agent preset" not in result.stderr
     [log] = Path(os.environ["DSH_HOME"]).glob("sessions/*/s-1/session.v4.jsonl")
     header = json.loads(log.read_text().splitlines()[0])

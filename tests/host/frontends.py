@@ -223,6 +223,13 @@ def headless(
     )
 
 
+def headless_final(done: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
+    """The closing ``final`` event of a ``--json`` run (its last stdout line)."""
+    final: dict[str, Any] = json.loads(done.stdout.decode().splitlines()[-1])
+    assert final["type"] == "final", final
+    return final
+
+
 def headless_refusal(done: subprocess.CompletedProcess[bytes]) -> str:
     return f"exit {done.returncode}: {done.stderr.decode().strip().splitlines()[-1]}"
 

@@ -136,8 +136,8 @@ async def result_headless(tmp_path: Path, home: Path, ws: Path) -> Outcome:
         lambda: fe.headless(tmp_path, home, REASONING_LAST, "--json", "--cwd", str(ws), "read a.txt")
     )
     assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
-    return Outcome(out["session_id"], out["final_response"], out["finish_reason"])
+    out = fe.headless_final(done)
+    return Outcome(out["session_id"], out["text"], out["finish_reason"])
 
 
 async def result_embed(tmp_path: Path, home: Path, ws: Path) -> Outcome:
@@ -189,8 +189,8 @@ async def settle_acp(tmp_path: Path, home: Path, ws: Path) -> Outcome:
 async def settle_headless(tmp_path: Path, home: Path, ws: Path) -> Outcome:
     done = await fe.in_thread(lambda: fe.headless(tmp_path, home, SETTLING, "--json", "--cwd", str(ws), "go"))
     assert done.returncode == 0, done.stderr
-    sid = json.loads(done.stdout)["session_id"]
-    return settled(sid, fe.stored_events(home, sid), json.loads(done.stdout)["final_response"])
+    final = fe.headless_final(done)
+    return settled(final["session_id"], fe.stored_events(home, final["session_id"]), final["text"])
 
 
 async def settle_embed(tmp_path: Path, home: Path, ws: Path) -> Outcome:
@@ -456,7 +456,7 @@ async def surrogate_headless(tmp_path: Path, home: Path, ws: Path) -> Outcome:
         lambda: fe.headless(tmp_path, home, [[{"text": "fine"}]], "--json", "--cwd", str(ws), "-", stdin=task)
     )
     assert done.returncode == 0, done.stderr
-    sid = json.loads(done.stdout)["session_id"]
+    sid = fe.headless_final(done)["session_id"]
     return logged_prompt(sid, fe.stored_events(home, sid))
 
 
