@@ -230,13 +230,6 @@ def headless_final(done: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     return final
 
 
-def headless_final(done: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
-    """The ``final`` event of a ``--json`` run's NDJSON stream (text, finish reason, session id, usage)."""
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    final: dict[str, Any] = next(e for e in events if e["type"] == "final")
-    return final
-
-
 def headless_refusal(done: subprocess.CompletedProcess[bytes]) -> str:
     return f"exit {done.returncode}: {done.stderr.decode().strip().splitlines()[-1]}"
 
