@@ -333,7 +333,7 @@ class IndexDb:
         self._lock = threading.Lock()
 
     def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        """``op`` on the connection (blocking); any SQLite failure is :class:`IndexUnavailable`."""
+        """``op`` on the connection (blocking); a failing file (SQLite or the OS) is :class:`IndexUnavailable`."""
         import sqlite3
 
         with self._lock:
@@ -341,7 +341,7 @@ class IndexDb:
                 if self._conn is None:
                     self._conn = self._open()
                 return op(self._conn)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:
                 raise IndexUnavailable(f"{self.path or 'the in-memory session index'}: {exc}") from exc
 
     def close(self) -> None:

@@ -283,6 +283,19 @@ async def test_a_locked_index_file_is_gone_around_with_one_warning(
     ]
 
 
+async def test_an_index_that_cannot_be_created_is_kept_in_memory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await elsewhere(tmp_path / "sessions", "s", ["task"])
+    (tmp_path / "index").write_text("a file where the index folder should be")
+    kernel = await load(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="pydsh.session.index"):
+        assert await listed(kernel) == {"s": ("task", 1, 160)}
+        assert await listed(kernel) == {"s": ("task", 1, 160)}
+    await kernel.dispose()
+    assert len(caplog.records) == 1 and "keeps its session index in memory" in caplog.records[0].getMessage()
+
+
 async def test_an_index_from_a_newer_pydsh_is_left_alone(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     await elsewhere(tmp_path / "sessions", "s", ["task"])
     db = tmp_path / "index" / "sessions.sqlite3"
