@@ -26,7 +26,7 @@ import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -59,7 +59,8 @@ TAIL_BYTES = 32
 """How many of the last folded bytes a row keeps, to tell an appended log from a rewritten one."""
 FLUSH_DELAY_S = 1.0
 FOLD_BATCH = 32
-COMPLETE_ROUNDS = 4
+BACKGROUND_DELAY_S = 0.3
+"""The background folds only this long after the last listing, so it never slows one down."""
 SHARED_LIMIT = 64
 SQL_VARIABLES = 500
 DAMAGED_CODES = frozenset({11, 26})
@@ -113,11 +114,6 @@ class IndexEntry:
     """The fold does not cover the log as it was last seen."""
 
     @property
-    def revision(self) -> int:
-        """The log's size in bytes, the ``revision`` of ``persistence.list`` (02 §9.1)."""
-        return self.key[1]
-
-    @property
     def updated_at(self) -> int:
         """Time of the last event folded; while pending, at least the log's modification time."""
         created = int(self.header.get("createdAt") or 0)
@@ -139,21 +135,23 @@ def fold_log(path: Path, entry: IndexEntry, fallback: Fallback | None, shared: d
         back = min(TAIL_BYTES, start)
         fh.seek(start - back)
         chunk = fh.read()
+        if start and entry.tail is not None and chunk[:back] != entry.tail:
+            start = back = 0
+            fh.seek(0)
+            chunk = fh.read()
     compressed = path.name == ZSTD
-    if start and (entry.tail is None or chunk[:back] == entry.tail):
-        fold = SummaryFold.restore(entry.fold.state()) if entry.fold is not None else SummaryFold()
+    resumed = entry.fold if start else None
+    if resumed is not None:
+        header, fold = entry.header, SummaryFold.restore(resumed.state())
         lines, _torn, committed = log_lines(chunk[back:], path, compressed)
-        done = _fold_units(fold, lines, 0, committed, fallback=fallback, shared=shared)
-        header, folded, kept = entry.header, start + done, chunk[: back + done]
+        folded = start + _fold_units(fold, lines, 0, committed, fallback=fallback, shared=shared)
     else:
-        if start:
-            return fold_log(path, replace(entry, folded=0), fallback, shared)
         lines, _torn, committed = log_lines(chunk, path, compressed)
         if not lines:
             raise SessionError(f"{path}: the log has no complete header line")
         header, fold = decode_header(lines[0][1], path), SummaryFold()
         folded = _fold_units(fold, lines, 1, committed, fallback=fallback, shared=shared)
-        kept = chunk[:folded]
+    kept = chunk[: back + folded - start]
     return IndexEntry(str(path), header["id"], header, stat_key(st), folded, kept[-TAIL_BYTES:], fold, False)
 
 
@@ -297,6 +295,7 @@ def _entry(row: tuple[Any, ...]) -> IndexEntry:
 
 
 def _put(conn: sqlite3.Connection, store: str, entries: Iterable[IndexEntry]) -> None:
+    """Write the rows of ``entries`` in one transaction."""
     rows = [_row(store, e) for e in entries]
     if rows:
         with _transaction(conn):
@@ -345,6 +344,7 @@ class IndexDb:
                 raise IndexUnavailable(f"{self.path or 'the in-memory session index'}: {exc}") from exc
 
     def close(self) -> None:
+        """Close the connection (the next call opens it again)."""
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -368,6 +368,7 @@ class IndexDb:
             return self._open_file()
 
     def _open_file(self) -> sqlite3.Connection:
+        """The file's connection: folder 0700, file 0600 (SQLite gives its journal files the same mode), WAL."""
         import sqlite3
 
         assert self.path is not None
@@ -403,10 +404,12 @@ def _prepared(conn: sqlite3.Connection) -> sqlite3.Connection:
 
 
 def _version(conn: sqlite3.Connection) -> int:
+    """The schema version the file was written with (0: a new file)."""
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _lower(value: Any) -> Any:
+    """SQL ``py_lower``: Python's case folding, which SQLite's ``lower`` lacks beyond ASCII."""
     return value.lower() if isinstance(value, str) else value
 
 
@@ -442,9 +445,8 @@ class SessionIndex:
         """``_serial`` of the table the last complete refresh filled."""
         self._background: asyncio.Task[None] | None = None
         self._foreground = 0
-        self._quiet = asyncio.Event()
-        """Set while no caller waits for a fold: the background folds only then, not competing with a listing."""
-        self._quiet.set()
+        self._busy_until = 0.0
+        """Loop time before which the background leaves the worker threads (and the GIL) to listings."""
         self._closed = False
 
     # -- queries ------------------------------------------------------------------------------
@@ -461,7 +463,8 @@ class SessionIndex:
     ) -> tuple[list[IndexEntry], bool]:
         """Root sessions newest first (last activity, then id) after the key ``after``, in ``cwd``, whose
         title (``untitled`` when there is none) contains ``title`` regardless of case; ``exclude`` ids are
-        left out. Every entry returned is folded. Also whether more follow."""
+        left out. Every entry returned is folded: the rows a page would show are folded, then the page is
+        read again, since a fold can move a row. Also whether more follow."""
         await (self.settled() if title else self.refresh())
         where = ["store = ?", "root = 1"]
         params: list[Any] = [self.root]
@@ -476,15 +479,29 @@ class SessionIndex:
             params += [after[0], after[0], after[1]]
         clause = " AND ".join(where)
         order = f"ORDER BY updated_at DESC, id LIMIT {limit + len(exclude) + 1}"
-        rows: list[IndexEntry] = []
-        for _round in range(COMPLETE_ROUNDS):
-            found = await self._query(lambda c: _select(c, clause, params, order))
-            rows = [r for r in found if r.id not in exclude]
-            stale = [r for r in rows[:limit] if r.pending]
-            if not stale:
-                break
-            await self._fold(stale)
-        return rows[:limit], len(rows) > limit
+
+        async def select() -> list[IndexEntry]:
+            return [r for r in await self._query(lambda c: _select(c, clause, params, order)) if r.id not in exclude]
+
+        rows = await select()
+        if any(r.pending for r in rows[:limit]):
+            await self._fold([r for r in rows[:limit] if r.pending])
+            rows = await select()
+        page = rows[:limit]
+        if any(r.pending for r in page):
+            page = await self._settle_page(page)
+        return page, len(rows) > limit
+
+    async def _settle_page(self, page: list[IndexEntry]) -> list[IndexEntry]:
+        """``page`` with every row folded, in the order the folds give. A pending row is ordered by its log's
+        modification time, which its fold may lower (a home copied long after its sessions ran): the order
+        is then approximate until the background has folded every log, but no row shows a summary its log
+        does not have."""
+        await self._fold([r for r in page if r.pending])
+        paths = [r.path for r in page]
+        where = f"store = ? AND path IN ({', '.join('?' * len(paths))})"
+        folded = {r.path: r for r in await self._query(lambda c: _select(c, where, (self.root, *paths)))}
+        return sorted((folded.get(r.path, r) for r in page), key=lambda r: (-r.updated_at, r.id))
 
     async def entries(self, ids: list[str]) -> dict[str, IndexEntry]:
         """The folded entries of those of ``ids`` that are stored (title reads of ``session_query``).
@@ -514,6 +531,7 @@ class SessionIndex:
         whether any was."""
 
         def check() -> tuple[list[str], list[tuple[str, StatKey]]]:
+            """Vanished and changed logs among ``rows`` (blocking)."""
             gone: list[str] = []
             changed: list[tuple[str, StatKey]] = []
             for row in rows:
@@ -550,6 +568,7 @@ class SessionIndex:
         await self.refresh()
 
         def select(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            """Headers and sizes only: no fold is decoded."""
             rows = conn.execute("SELECT header, size FROM sessions WHERE store = ?", (self.root,))
             return [{"header": json.loads(header), "revision": size} for header, size in rows]
 
@@ -591,6 +610,7 @@ class SessionIndex:
             self._finished = number
             if self._serial == serial:
                 self._refreshed = serial
+        self._busy()
         self._fold_in_background()
 
     async def _reconcile(self) -> None:
@@ -612,6 +632,7 @@ class SessionIndex:
         changed: list[tuple[str, StatKey]],
         new: list[IndexEntry],
     ) -> None:
+        """Drop the rows of vanished logs, mark changed ones pending and add new ones, in one transaction."""
         with _transaction(conn):
             conn.executemany("DELETE FROM sessions WHERE path = ?", [(p,) for p in gone])
             conn.executemany(
@@ -633,28 +654,39 @@ class SessionIndex:
         self._background = asyncio.get_running_loop().create_task(self._fold_pending())
 
     async def _fold_pending(self) -> None:
+        """The background task: fold pending rows a batch at a time whenever no caller waits for a fold."""
         try:
             pending = self._pending()
-            while await self._quiet.wait() and (stale := await self._query(pending)):
+            while await self._idle() and (stale := await self._query(pending)):
                 await self._fold(stale, foreground=False)
         except Exception:
             log.warning("folding session logs into the session index failed", exc_info=True)
 
+    async def _idle(self) -> bool:
+        """Wait until no caller has folded or refreshed for ``BACKGROUND_DELAY_S``; always true."""
+        loop = asyncio.get_running_loop()
+        while self._foreground or loop.time() < self._busy_until:
+            await asyncio.sleep(max(self._busy_until - loop.time(), BACKGROUND_DELAY_S / 3))
+        return True
+
+    def _busy(self) -> None:
+        """A caller is being answered: hold the background off for a while."""
+        self._busy_until = asyncio.get_running_loop().time() + BACKGROUND_DELAY_S
+
     async def _fold(self, entries: list[IndexEntry], *, foreground: bool = True) -> None:
         """Refold ``entries`` from their logs (a log already being folded is waited for, not folded twice);
-        while a ``foreground`` fold runs, the background waits."""
+        while a ``foreground`` fold runs, and for a moment after, the background waits."""
         if foreground:
             self._foreground += 1
-            self._quiet.clear()
         try:
             await self._fold_now(entries)
         finally:
             if foreground:
                 self._foreground -= 1
-                if not self._foreground:
-                    self._quiet.set()
+                self._busy()
 
     async def _fold_now(self, entries: list[IndexEntry]) -> None:
+        """Fold and write ``entries``, each log once however many callers ask for it at the same time."""
         waits = [self._folding[e.path] for e in entries if e.path in self._folding]
         todo = [e for e in entries if e.path not in self._folding]
         if todo:
@@ -685,6 +717,7 @@ class SessionIndex:
         return folded, lost
 
     def _write_folds(self, conn: sqlite3.Connection, folded: list[IndexEntry], lost: list[str]) -> None:
+        """Store refolded rows and drop those whose log could not be read, in one transaction."""
         with _transaction(conn):
             conn.executemany("DELETE FROM sessions WHERE path = ?", [(p,) for p in lost])
             conn.executemany(INSERT, [_row(self.root, e) for e in folded])
@@ -711,6 +744,7 @@ class SessionIndex:
             self._flush_timer = asyncio.get_running_loop().call_later(FLUSH_DELAY_S, self._flush_later)
 
     def _flush_later(self) -> None:
+        """The debounce timer's end: write the rows of recent writes in a task of its own."""
         self._flush_timer = None
         task = asyncio.get_running_loop().create_task(self.flush())
         task.add_done_callback(_log_failure)
@@ -784,6 +818,7 @@ def _header_entries(found: list[tuple[str, os.stat_result]]) -> list[IndexEntry]
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
+    """One warning for a debounced write that failed (the next listing writes the rows again)."""
     if not task.cancelled() and task.exception() is not None:
         log.warning("writing the session index failed", exc_info=task.exception())
 

@@ -65,6 +65,7 @@ class SummaryFold:
         self.last_seq += 1
 
     def _count(self, etype: str) -> None:
+        """Count a turn or a step (what needs the type alone)."""
         if etype == "turn/start":
             self.turns += 1
         elif etype == "step/start":
@@ -91,6 +92,7 @@ class SummaryFold:
                 self.prompt = {"title": found[0], "seq": found[1], "time": event.get("time")}
 
     def stats(self) -> dict[str, int]:
+        """``{turns, steps, tokens}`` (``SessionSummary.stats``)."""
         return {"turns": self.turns, "steps": self.steps, "tokens": self.tokens}
 
     def title_text(self) -> str | None:
@@ -133,6 +135,7 @@ def route(provider: Any, model: Any, effort: Any) -> dict[str, Any]:
 
 
 def _count(value: Any) -> int:
+    """A token count as logged, 0 when it is not an integer."""
     return value if type(value) is int else 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sqlite3
 import stat
 import subprocess
@@ -198,6 +199,21 @@ async def test_logs_written_without_the_index_are_found_and_refolded(tmp_path: P
     assert {r["header"]["id"] for r in await query.list_sessions()} == {"old", "new", "member"}
     (root / "--w--" / "new" / "session.v4.jsonl").unlink()
     assert set(await listed(kernel)) == {"old"}
+    await kernel.dispose()
+
+
+async def test_a_page_shows_folded_rows_even_when_mtimes_mislead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "sessions"
+    paths = [await elsewhere(root, f"s{n}", [f"task {n}"]) for n in range(6)]
+    for n, path in enumerate(paths):  # a copied home: every log touched long after its last event
+        os.utime(path, ns=(0, 4_000_000_000_000_000_000 - n))
+    monkeypatch.setattr(SessionIndex, "_fold_in_background", lambda self: None)  # the page alone must do it
+    kernel = await load(tmp_path)
+    entries, more = await index_of(kernel).page(1)
+    assert more and [(e.pending, e.fold is not None) for e in entries] == [(False, True)]
+    assert entries[0].fold is not None and entries[0].fold.title_text() == f"task {entries[0].id[1]}"
     await kernel.dispose()
 
 

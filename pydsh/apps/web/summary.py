@@ -26,12 +26,14 @@ class SessionFold(SummaryFold):
     todos: list[dict[str, Any]] = field(default_factory=list)
 
     def apply(self, event: Event, fallback: Fallback | None = None) -> None:
+        """Advance the summary, and keep the latest to-do list."""
         super().apply(event, fallback)
         if event["type"] == "todo/write":
             self.todos = list(event["data"].get("todos") or [])
 
 
 def fold_events(events: list[Event]) -> SessionFold:
+    """The fold of a whole event list (a stored session read for the agents tree or the session view)."""
     fold = SessionFold()
     for event in events:
         fold.apply(event)

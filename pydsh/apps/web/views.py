@@ -131,6 +131,7 @@ class SessionViews:
         return summary
 
     def _summary(self, sid: str, header: dict[str, Any], title: str, fold: SummaryFold) -> dict[str, Any]:
+        """``SessionSummary`` from a header, a title and a summary fold, with this process's live state."""
         pending = self.hub.waiting.pending(sid)
         cwd = str(header.get("cwd") or "")
         out: dict[str, Any] = {
@@ -154,6 +155,7 @@ class SessionViews:
         return out
 
     def permission_of(self, session_id: str, fold: SummaryFold) -> str:
+        """The live agent's preset, else the last logged one, else the default."""
         permissions = self.ctx.get("permissions")
         agent = self.hub.agents.get(session_id)
         if permissions is not None and agent is not None:
@@ -170,10 +172,12 @@ class SessionViews:
 
     @property
     def index(self) -> SessionIndex:
+        """The session index, which the ``web-app`` row injects."""
         index: SessionIndex = self.ctx.require("session_index")
         return index
 
     def _live_roots(self) -> list[Session]:
+        """Live sessions that are listed (not members of a tree of agents)."""
         return [s for s in self.hub.store.live() if s.header.get("origin") != "subagent"]
 
     async def page(self, limit: int, cursor: str | None, workspace: str | None, query: str) -> dict[str, Any]:
