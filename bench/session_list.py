@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -63,15 +64,19 @@ def body_of(path: Path) -> bytes:
 
 
 def populate(root: Path, encoding: str, template: Path, cwd: str, count: int) -> None:
-    """``count`` sessions in ``root`` sharing ``template``'s events, each under its own header."""
+    """``count`` sessions in ``root`` sharing ``template``'s events, each under its own header; each log's
+    mtime is its last event's time, as the writer leaves it."""
     body = body_of(template)
+    last_ns = template.stat().st_mtime_ns
     store = JsonlPersistence(root, compression="zstd" if encoding == "zstd" else "none")
     for n in range(count):
         session_id = f"{encoding}-{n:05d}"
         directory = root / project_key(cwd) / encode_segment(session_id)
         directory.mkdir(parents=True)
         head = store.frame(header_line(session_id, 1_000 + n, cwd), encoding == "zstd")
-        (directory / template.name).write_bytes(head + body)
+        log = directory / template.name
+        log.write_bytes(head + body)
+        os.utime(log, ns=(last_ns, last_ns))
         (directory / "session.lock").touch()
 
 
