@@ -243,14 +243,15 @@ async def test_titles_are_those_the_logs_give(tmp_path: Path) -> None:
     await kernel.dispose()
 
 
-async def test_the_index_file_is_private(tmp_path: Path) -> None:
+async def test_the_index_files_are_private(tmp_path: Path) -> None:
     await elsewhere(tmp_path / "sessions", "s", ["task"])
     kernel = await load(tmp_path)
     await listed(kernel)
+    folder = tmp_path / "index"
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
     await kernel.dispose()
-    db = tmp_path / "index" / "sessions.sqlite3"
-    assert stat.S_IMODE(db.stat().st_mode) == 0o600
-    assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
+    assert modes == {"sessions.sqlite3": 0o600, "sessions.sqlite3-wal": 0o600, "sessions.sqlite3-shm": 0o600}
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
 async def test_a_damaged_index_file_is_rebuilt_with_one_warning(
