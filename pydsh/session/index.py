@@ -460,12 +460,17 @@ class SessionIndex:
         title: str | None = None,
         untitled: str = "",
         exclude: frozenset[str] = frozenset(),
+        refresh: bool = True,
     ) -> tuple[list[IndexEntry], bool]:
         """Root sessions newest first (last activity, then id) after the key ``after``, in ``cwd``, whose
         title (``untitled`` when there is none) contains ``title`` regardless of case; ``exclude`` ids are
         left out. Every entry returned is folded: the rows a page would show are folded, then the page is
-        read again, since a fold can move a row. Also whether more follow."""
-        await (self.settled() if title else self.refresh())
+        read again, since a fold can move a row. Also whether more follow. ``refresh=False`` pages the rows
+        as the last refresh left them (a caller paging again right after one)."""
+        if title:
+            await self.settled()
+        elif refresh:
+            await self.refresh()
         where = ["store = ?", "root = 1"]
         params: list[Any] = [self.root]
         if cwd is not None:

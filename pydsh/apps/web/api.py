@@ -320,7 +320,9 @@ class Api:
             sub = self.hub.streams.subscribe_index()
             held.callback(self.hub.streams.unsubscribe_index, sub)
             hello = await self.hub.views.page(PAGE_SIZE, None, None, "")
-            hello["workspaces"] = self.state.workspaces(await self.hub.views.workspace_counts(refresh=False))
+            workspaces = self.state.workspaces(await self.hub.views.workspace_counts(refresh=False))
+            hello["sessions"] += await self.hub.views.firsts(workspaces, hello["sessions"])
+            hello["workspaces"] = workspaces
             return EventStream(stream_frames([("hello", hello, None)], sub, None), held.pop_all().close)
 
     def _stream_slot(self, request: Request) -> Callable[[], None]:

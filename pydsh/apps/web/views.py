@@ -30,6 +30,8 @@ log = logging.getLogger("pydsh.web")
 READ_CACHE = 2
 METER_KEYS = ("tokenUsage", "contextPressure", "contextBreakdown")
 UNTITLED = "New session"
+WORKSPACE_FIRST = 5
+"""Sessions the sidebar shows under each workspace before "Show N more" (F3)."""
 CURSOR = re.compile(r"([0-9]{1,18})\.(.*)", re.DOTALL)
 
 
@@ -180,7 +182,9 @@ class SessionViews:
         """Live sessions that are listed (not members of a tree of agents)."""
         return [s for s in self.hub.store.live() if s.header.get("origin") != "subagent"]
 
-    async def page(self, limit: int, cursor: str | None, workspace: str | None, query: str) -> dict[str, Any]:
+    async def page(
+        self, limit: int, cursor: str | None, workspace: str | None, query: str, *, refresh: bool = True
+    ) -> dict[str, Any]:
         """``{sessions, nextCursor?}``: root sessions newest first by last event, after ``cursor`` (the
         ``<updatedAt>.<sessionId>`` of the page before's last row), in ``workspace`` (id or path), whose
         title contains ``query`` in any case. Stored ones come from the session index, live ones from memory."""
@@ -196,7 +200,7 @@ class SessionViews:
         ]
         exclude = frozenset(s.id for s in live)
         entries, more = await self.index.page(
-            limit, after=after, cwd=cwd, title=query, untitled=UNTITLED, exclude=exclude
+            limit, after=after, cwd=cwd, title=query, untitled=UNTITLED, exclude=exclude, refresh=refresh
         )
         rows = sorted(rows + [self.stored_summary(e) for e in entries], key=_key)
         page: dict[str, Any] = {"sessions": rows[:limit]}
@@ -204,6 +208,19 @@ class SessionViews:
             last = rows[limit - 1]
             page["nextCursor"] = f"{int(last['updatedAt'] or 0)}.{last['sessionId']}"
         return page
+
+    async def firsts(self, workspaces: list[dict[str, Any]], shown: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The newest sessions of each workspace that ``shown`` (the first page) leaves with fewer than the
+        sidebar's first five, so every workspace opens with its own (the index was just refreshed)."""
+        ids = {row["sessionId"] for row in shown}
+        extra: list[dict[str, Any]] = []
+        for workspace in workspaces:
+            have = sum(row["cwd"] == workspace["path"] for row in shown)
+            if have >= min(WORKSPACE_FIRST, workspace["sessionCount"]):
+                continue
+            page = await self.page(WORKSPACE_FIRST, None, workspace["path"], "", refresh=False)
+            extra += [row for row in page["sessions"] if row["sessionId"] not in ids]
+        return extra
 
     async def workspace_counts(self, *, refresh: bool = True) -> dict[str, int]:
         """Root sessions per working directory, folders with the newest sessions first (live ones counted);

@@ -59,6 +59,20 @@ async def test_the_index_stream_hello_carries_the_first_page_and_a_cursor(web: W
     assert {r["title"] for r in rows} == {f"task {n:02d}" for n in range(55)}
 
 
+async def test_every_workspace_opens_with_its_newest_five(web: Web, isolated_home: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    older = [await stored(isolated_home, other, f"older {n}") for n in range(7)]
+    for n in range(55):
+        await stored(isolated_home, web.workspace, f"newer {n:02d}")
+    first = await hello(web)
+    there = [r["sessionId"] for r in first["sessions"] if r["cwd"] == str(other)]
+    every = (await web.client.get("/api/sessions", params={"workspace": str(other)})).json()["sessions"]
+    assert {r["sessionId"] for r in every} == set(older)
+    assert len(first["sessions"]) == 55 and there == [r["sessionId"] for r in every][:5]
+    assert {w["path"]: w["sessionCount"] for w in first["workspaces"]} == {str(web.workspace): 55, str(other): 7}
+
+
 async def test_pages_hold_still_while_new_sessions_arrive(web: Web, isolated_home: Path) -> None:
     ids = [await stored(isolated_home, web.workspace, f"older {n}") for n in range(5)]
     seen: list[str] = []

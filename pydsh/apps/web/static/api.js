@@ -56,8 +56,8 @@ export const api = {
   addWorkspace: (path) => post("/api/known-workspaces", { path }),
   removeWorkspace: (id) => del(`/api/known-workspaces/${enc(id)}`),
   /** A page of root sessions (`{sessions, nextCursor?}`), optionally of one workspace or matching a title. */
-  sessions: ({ workspace, cursor, q } = {}) => {
-    const params = new URLSearchParams({ limit: "50" });
+  sessions: ({ workspace, cursor, q, limit = 50 } = {}) => {
+    const params = new URLSearchParams({ limit: String(limit) });
     for (const [key, value] of Object.entries({ workspace, cursor, q })) if (value) params.set(key, value);
     return get(`/api/sessions?${params}`);
   },

@@ -9,6 +9,8 @@ import { app } from "./store.js";
 
 const FIRST = 5;
 const SEARCH_DELAY_MS = 250;
+const PAGE = 50;
+const MAX_PAGE = 500;
 
 /** The sidebar of sessions and workspaces. */
 export class Sidebar {
@@ -141,13 +143,14 @@ export class Sidebar {
     return this.cursors.get(ws.workspaceId) === null ? sessions.length : Math.max(ws.sessionCount || 0, sessions.length);
   }
 
-  /** Load the next page of a workspace's sessions. */
-  async loadMore(ws) {
+  /** Load the next page of a workspace's sessions: the first time, those loaded so far and 50 more. */
+  async loadMore(ws, loaded) {
     const id = ws.workspaceId;
     if (this.loading.has(id) || this.cursors.get(id) === null) return;
     this.loading.add(id);
     try {
-      const page = await api.sessions({ workspace: id, cursor: this.cursors.get(id) });
+      const cursor = this.cursors.get(id);
+      const page = await api.sessions({ workspace: id, cursor, limit: cursor ? PAGE : Math.min(MAX_PAGE, loaded + PAGE) });
       this.cursors.set(id, page.nextCursor ?? null);
       app.upsertSessions(page.sessions || []);
     } finally {
@@ -179,7 +182,7 @@ export class Sidebar {
       more.addEventListener("click", () => {
         this.expanded.add(ws.workspaceId);
         this.render();
-        if (sessions.length < total) this.loadMore(ws);
+        if (sessions.length < total) this.loadMore(ws, sessions.length);
       });
       out.append(more);
     }
