@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
@@ -42,6 +43,7 @@ from pydsh.session.persistence.jsonl import (
     StatKey,
     decode_header,
     log_lines,
+    log_text,
     open_log,
     read_head,
     stat_key,
@@ -153,6 +155,31 @@ def fold_log(path: Path, entry: IndexEntry, fallback: Fallback | None, shared: d
         folded = _fold_units(fold, lines, 1, committed, fallback=fallback, shared=shared)
     kept = chunk[: back + folded - start]
     return IndexEntry(str(path), header["id"], header, stat_key(st), folded, kept[-TAIL_BYTES:], fold, False)
+
+
+TITLE_LINES = rb'\n\{"type":"(session/title|user/message)"'
+"""Where the lines a title depends on start (a line's type is its first key in every log writer's output);
+compiled on first use, not at import."""
+
+
+def title_fold(path: Path, fallback: Fallback | None) -> SummaryFold:
+    """The title part of a log's fold, without folding the rest (blocking): every ``session/title`` line and the
+    ``user/message`` lines up to the first eligible prompt. Titles of logs never folded (a first listing over an
+    old store or the reference runtime's logs) cost one scan of the text instead of a fold."""
+    with open_log(path) as fh:
+        text = log_text(fh.read(), path, path.name == ZSTD)
+    fold = SummaryFold()
+    for match in re.finditer(TITLE_LINES, text):
+        end = text.find(b"\n", match.end())
+        if end < 0 or not fold.reads(match[1].decode()):
+            continue
+        try:
+            event = json.loads(text[match.start() + 1 : end])
+        except ValueError:
+            continue
+        if isinstance(event, dict) and type(event.get("seq")) is int:
+            fold.apply(event, fallback)
+    return fold
 
 
 def _resume_offset(entry: IndexEntry, st: os.stat_result) -> int:
@@ -508,13 +535,14 @@ class SessionIndex:
         folded = {r.path: r for r in await self._query(lambda c: _select(c, where, (self.root, *paths)))}
         return sorted((folded.get(r.path, r) for r in page), key=lambda r: (-r.updated_at, r.id))
 
-    async def entries(self, ids: list[str]) -> dict[str, IndexEntry]:
-        """The folded entries of those of ``ids`` that are stored (title reads of ``session_query``).
+    async def titles(self, ids: list[str]) -> dict[str, dict[str, Any] | None]:
+        """Title snapshots (02 §11.1) of those of ``ids`` that are stored, for ``session_query``.
 
-        Only the logs of those rows are checked (one ``stat`` each); the store is scanned only when an id
-        has no row yet."""
+        Only the logs of those rows are checked (one ``stat`` each; the store is scanned only when an id has
+        no row yet). A row folded before is brought up to date; a log never folded has its title read by
+        :func:`title_fold` and is left to the background, so a first listing of titles reads each log once."""
         await self.flush()
-        found: dict[str, IndexEntry] = {}
+        found: dict[str, dict[str, Any] | None] = {}
         for start in range(0, len(ids), SQL_VARIABLES):
             chunk = ids[start : start + SQL_VARIABLES]
             select = self._by_ids(chunk)
@@ -524,12 +552,26 @@ class SessionIndex:
                 rows = await self._query(select)
             elif await self._recheck(rows):
                 rows = await self._query(select)
-            stale = [r for r in rows if r.pending]
+            stale = [r for r in rows if r.pending and r.fold is not None]
             if stale:
                 await self._fold(stale)
                 rows = await self._query(select)
-            found.update((r.id, r) for r in rows)
+            scanned = await asyncio.to_thread(self._title_folds, [r for r in rows if r.fold is None])
+            for row in rows:
+                fold = row.fold or scanned.get(row.path)
+                if fold is not None:
+                    found[row.id] = fold.title_snapshot()
         return found
+
+    def _title_folds(self, rows: list[IndexEntry]) -> dict[str, SummaryFold]:
+        """:func:`title_fold` of each row's log (blocking); unreadable logs are left out."""
+        out: dict[str, SummaryFold] = {}
+        for row in rows:
+            try:
+                out[row.path] = title_fold(Path(row.path), self.fallback)
+            except (OSError, SessionError) as exc:
+                log.debug("session index: the titles of %s cannot be read: %s", row.path, exc)
+        return out
 
     async def _recheck(self, rows: list[IndexEntry]) -> bool:
         """Mark the rows whose log changed pending and drop those whose log is gone (one ``stat`` each);

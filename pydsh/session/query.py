@@ -135,8 +135,8 @@ class SessionQuery:
         stored = [sid for sid in session_ids if self._sessions.get(sid) is None]
         if index is None or not stored:
             return {}
-        entries = await index.entries(stored)
-        return {sid: entry.fold.title_snapshot() for sid, entry in entries.items() if entry.fold is not None}
+        titles: dict[str, dict[str, Any] | None] = await index.titles(stored)
+        return titles
 
 
 name = "session-query"

@@ -19,7 +19,7 @@ from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Row
 from pydsh.session import index as index_module
 from pydsh.session.events import Event, make_header
-from pydsh.session.index import SessionIndex, fold_log
+from pydsh.session.index import SessionIndex, fold_log, title_fold
 from pydsh.session.log import Session, SessionStore
 from pydsh.session.persistence.jsonl import JsonlPersistence
 from pydsh.session.summary import SummaryFold
@@ -157,6 +157,42 @@ async def test_a_torn_last_line_is_folded_once_it_is_complete(tmp_path: Path) ->
     assert torn.folded == last and torn.fold is not None and torn.fold.last_seq == 5
     path.write_bytes(data)
     assert fold_log(path, torn, FALLBACK, {}).fold == reference_fold(path)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+async def test_titles_read_alone_are_the_titles_of_the_fold(tmp_path: Path, compression: str) -> None:
+    root = tmp_path / "sessions"
+    logs = {
+        "fallback": await elsewhere(root, "fallback", ["Summarise the quarterly numbers for me please", "more"]),
+        "none": await elsewhere(root, "none", [], compression=compression),
+    }
+    await elsewhere(root, "renamed", ["first words of it"], compression=compression)
+    await append_elsewhere(root, "renamed", ["second"], title="A user title")
+    await append_elsewhere(root, "renamed", ["third"])
+    logs["renamed"] = next(root.rglob("renamed/session.v4.jsonl*"))
+    for sid, path in logs.items():
+        empty = index_module.IndexEntry(str(path), sid, {}, (0, 0, 0), 0, None, None, True)
+        folded = fold_log(path, empty, FALLBACK, {}).fold
+        assert folded is not None
+        assert title_fold(path, FALLBACK).title_snapshot() == folded.title_snapshot(), sid
+    assert title_fold(logs["renamed"], FALLBACK).title_text() == "A user title"
+    assert title_fold(logs["none"], FALLBACK).title_snapshot() is None
+
+
+async def test_a_first_listing_of_titles_folds_no_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "sessions"
+    for n in range(3):
+        await elsewhere(root, f"s{n}", [f"task {n} here", "and more"], compression="zstd" if n else "none")
+
+    def no_fold(*args: object) -> None:
+        raise AssertionError("a log was folded")
+
+    monkeypatch.setattr(index_module, "fold_log", no_fold)
+    monkeypatch.setattr(SessionIndex, "_fold_in_background", lambda self: None)
+    kernel = await load(tmp_path)
+    snapshots = await kernel.ctx.require("session_query").read_title_snapshots(["s0", "s1", "s2"])
+    assert [s["title"]["title"] for s in snapshots] == ["task 0 here", "task 1 here", "task 2 here"]
+    await kernel.dispose()
 
 
 async def test_rows_of_this_process_s_writes_need_no_log_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

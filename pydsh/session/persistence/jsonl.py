@@ -294,6 +294,11 @@ def log_lines(data: bytes, path: Path, compressed: bool) -> tuple[list[tuple[int
     return out, torn, committed
 
 
+def log_text(data: bytes, path: Path, compressed: bool) -> bytes:
+    """The lines of a stored log as one text: itself, or its zstd frames decompressed (a torn last frame left out)."""
+    return b"".join(plain for _offset, plain in _frames(data, path)[0]) if compressed else data
+
+
 def parse_log(data: bytes, path: Path, *, compressed: bool = False) -> StoredLog:
     """Parse a stored log, applying the torn-tail and corruption rules of spec 02 §9.5."""
     lines, torn, committed = log_lines(data, path, compressed)
