@@ -23,10 +23,9 @@ import contextlib
 import json
 import logging
 import os
-import re
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -157,29 +156,43 @@ def fold_log(path: Path, entry: IndexEntry, fallback: Fallback | None, shared: d
     return IndexEntry(str(path), header["id"], header, stat_key(st), folded, kept[-TAIL_BYTES:], fold, False)
 
 
-TITLE_LINES = rb'\n\{"type":"(session/title|user/message)"'
-"""Where the lines a title depends on start (a line's type is its first key in every log writer's output);
-compiled on first use, not at import."""
-
-
 def title_fold(path: Path, fallback: Fallback | None) -> SummaryFold:
-    """The title part of a log's fold, without folding the rest (blocking): every ``session/title`` line and the
-    ``user/message`` lines up to the first eligible prompt. Titles of logs never folded (a first listing over an
-    old store or the reference runtime's logs) cost one scan of the text instead of a fold."""
+    """The title part of a log's fold, without folding the rest (blocking): every ``session/title`` line,
+    else the ``user/message`` lines up to the first eligible prompt. Titles of logs never folded (a first
+    listing over an old store or the reference runtime's logs) cost one search of the text, not a fold."""
     with open_log(path) as fh:
         text = log_text(fh.read(), path, path.name == ZSTD)
     fold = SummaryFold()
-    for match in re.finditer(TITLE_LINES, text):
-        end = text.find(b"\n", match.end())
-        if end < 0 or not fold.reads(match[1].decode()):
-            continue
-        try:
-            event = json.loads(text[match.start() + 1 : end])
-        except ValueError:
-            continue
-        if isinstance(event, dict) and type(event.get("seq")) is int:
-            fold.apply(event, fallback)
+    for line in _lines_of(text, b"session/title"):
+        _apply_line(fold, line, fallback)
+    if fold.title is None:
+        for line in _lines_of(text, b"user/message"):
+            _apply_line(fold, line, fallback)
+            if fold.prompt is not None:
+                break
     return fold
+
+
+def _lines_of(text: bytes, etype: bytes) -> Iterator[bytes]:
+    """The complete lines of ``text`` whose type is ``etype`` (written first, as every log writer does), in order."""
+    needle = b'\n{"type":"' + etype + b'"'
+    at = text.find(needle)
+    while at >= 0:
+        end = text.find(b"\n", at + 1)
+        if end < 0:
+            return
+        yield text[at + 1 : end]
+        at = text.find(needle, end)
+
+
+def _apply_line(fold: SummaryFold, line: bytes, fallback: Fallback | None) -> None:
+    """Apply one line's event to ``fold`` unless it does not parse (a damaged line is skipped)."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return
+    if isinstance(event, dict) and type(event.get("seq")) is int and isinstance(event.get("type"), str):
+        fold.apply(event, fallback)
 
 
 def _resume_offset(entry: IndexEntry, st: os.stat_result) -> int:

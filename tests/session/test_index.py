@@ -70,15 +70,18 @@ async def elsewhere(root: Path, sid: str, texts: list[str], *, compression: str 
     return handle.path
 
 
-async def append_elsewhere(root: Path, sid: str, texts: list[str], title: str | None = None) -> None:
-    """More turns (and a user title) appended to a stored log, as another process would."""
+async def append_elsewhere(
+    root: Path, sid: str, texts: list[str], title: str | None = None, kind: str = "user"
+) -> None:
+    """More turns (and a title, a user's unless ``kind`` says otherwise) appended to a stored log, as
+    another process would."""
     handle = await JsonlPersistence(root).open(sid, "write")
     session = SessionStore(Kernel().ctx).new(handle.header, await handle.read())
     session.publish = lambda s, e: handle.append([e])
     for text in texts:
         turn(session, text)
     if title is not None:
-        session.append("session/title", {"title": title, "messageSeqs": [], "source": {"kind": "user"}})
+        session.append("session/title", {"title": title, "messageSeqs": [], "source": {"kind": kind}})
     await handle.close()
 
 
@@ -168,7 +171,7 @@ async def test_titles_read_alone_are_the_titles_of_the_fold(tmp_path: Path, comp
     }
     await elsewhere(root, "renamed", ["first words of it"], compression=compression)
     await append_elsewhere(root, "renamed", ["second"], title="A user title")
-    await append_elsewhere(root, "renamed", ["third"])
+    await append_elsewhere(root, "renamed", ["third"], title="a later fallback", kind="fallback")
     logs["renamed"] = next(root.rglob("renamed/session.v4.jsonl*"))
     for sid, path in logs.items():
         empty = index_module.IndexEntry(str(path), sid, {}, (0, 0, 0), 0, None, None, True)
