@@ -569,7 +569,9 @@ class SessionIndex:
             if stale:
                 await self._fold(stale)
                 rows = await self._query(select)
+            self._busy()
             scanned = await asyncio.to_thread(self._title_folds, [r for r in rows if r.fold is None])
+            self._busy()
             for row in rows:
                 fold = row.fold or scanned.get(row.path)
                 if fold is not None:
