@@ -1,7 +1,8 @@
 """The ``session_query`` service: list and read live and persisted sessions (spec 02 §11.1).
 
 Live sessions win over their persisted copies. Reads of persisted logs are repaired in memory
-(closers applied, never written) and validated; they are never made live.
+(closers applied, never written) and validated; they are never made live. With a ``session_index``
+composed, listings and the titles of stored sessions come from it and read no log.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ class SessionQuery:
         """``[{header, live, persisted?}]`` newest first; persisted logs contribute headers only."""
         rows: dict[str, dict[str, Any]] = {}
         persistence = self.ctx.get("session_persistence")
+        index = self.ctx.get("session_index")
         if persistence is not None:
-            for item in await persistence.list():
+            for item in await (index.stored() if index is not None else persistence.list()):
                 rows[item["header"]["id"]] = {
                     "header": item["header"],
                     "live": False,
@@ -95,6 +97,9 @@ class SessionQuery:
 
     async def read_title(self, session_id: str) -> dict[str, Any] | None:
         """The title snapshot; without a ``session/title``, the fallback computed on the fly."""
+        indexed = await self._indexed([session_id])
+        if session_id in indexed:
+            return indexed[session_id]
         session = await self._session(session_id)
         state = session.fold(TITLE)
         if state is not None:
@@ -114,18 +119,29 @@ class SessionQuery:
 
     async def read_title_snapshots(self, session_ids: list[str]) -> list[dict[str, Any]]:
         """One result per id: ``{id, ok: True, title}`` or ``{id, ok: False, error}``."""
+        indexed = await self._indexed(session_ids)
         out = []
         for sid in session_ids:
             try:
-                out.append({"id": sid, "ok": True, "title": await self.read_title(sid)})
+                title = indexed[sid] if sid in indexed else await self.read_title(sid)
+                out.append({"id": sid, "ok": True, "title": title})
             except Exception as exc:
                 out.append({"id": sid, "ok": False, "error": str(exc)})
         return out
 
+    async def _indexed(self, session_ids: list[str]) -> dict[str, dict[str, Any] | None]:
+        """Title snapshots the session index holds for those of ``session_ids`` that are stored, not live."""
+        index = self.ctx.get("session_index")
+        stored = [sid for sid in session_ids if self._sessions.get(sid) is None]
+        if index is None or not stored:
+            return {}
+        titles: dict[str, dict[str, Any] | None] = await index.titles(stored)
+        return titles
+
 
 name = "session-query"
 inject = ("sessions",)
-optional = ("session_persistence", "session_title")
+optional = ("session_persistence", "session_title", "session_index")
 
 
 def apply(ctx: Context, config: None) -> None:

@@ -218,7 +218,7 @@ def _Server(config: Any) -> Any:
 
 
 name = "web-app"
-inject = ("agents", "sessions", "llm")
+inject = ("agents", "sessions", "llm", "session_index")
 
 
 def apply(ctx: Context, config: Config | None) -> None:

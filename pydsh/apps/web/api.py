@@ -49,6 +49,8 @@ log = logging.getLogger("pydsh.web")
 
 NUMBER = re.compile(r"-?[0-9]{1,18}")
 EVENTS_LIMIT = 500
+PAGE_SIZE = 50
+"""Sessions per page of ``GET /api/sessions`` by default, and in the index stream's ``hello``."""
 TAIL_EVENTS = 200
 CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",
@@ -208,13 +210,13 @@ class Api:
             workspace = self.state.add_workspace(body.path)
             self.hub.streams.index_topic.publish("", ("workspace", workspace, None))
             return JSONResponse({"workspace": workspace}, status_code=201)
-        summaries = await self.hub.views.list_summaries()
-        return JSONResponse({"workspaces": self.state.workspaces(summaries)})
+        counts = await self.hub.views.workspace_counts()
+        return JSONResponse({"workspaces": self.state.workspaces(counts)})
 
     async def remove_workspace(self, request: Request) -> Response:
         await read_body(request, EmptyBody)
         workspace_id = request.path_params["workspaceId"]
-        self.state.remove_workspace(workspace_id, await self.hub.views.list_summaries())
+        self.state.remove_workspace(workspace_id, await self.hub.views.workspace_counts())
         self.hub.streams.index_topic.publish("", ("workspace-removed", {"workspaceId": workspace_id}, None))
         return Response(status_code=204)
 
@@ -224,17 +226,9 @@ class Api:
         if request.method == "POST":
             return await self._create(request)
         params = request.query_params
-        rows = await self.hub.views.list_summaries()
-        workspace, query = params.get("workspace"), (params.get("q") or "").lower()
-        if workspace:
-            rows = [r for r in rows if workspace in (r["workspaceId"], r["cwd"])]
-        if query:
-            rows = [r for r in rows if query in r["title"].lower()]
-        limit = _int(params.get("limit"), 50, 1, 500)
-        start = _int(params.get("cursor"), 0, 0, len(rows))
-        page: dict[str, Any] = {"sessions": rows[start : start + limit]}
-        if start + limit < len(rows):
-            page["nextCursor"] = str(start + limit)
+        limit = _int(params.get("limit"), PAGE_SIZE, 1, 500)
+        query = (params.get("q") or "").lower()
+        page = await self.hub.views.page(limit, params.get("cursor"), params.get("workspace"), query)
         return JSONResponse(page)
 
     async def _create(self, request: Request) -> Response:
@@ -325,8 +319,10 @@ class Api:
             held.callback(self._stream_slot(request))
             sub = self.hub.streams.subscribe_index()
             held.callback(self.hub.streams.unsubscribe_index, sub)
-            summaries = await self.hub.views.list_summaries()
-            hello = {"sessions": summaries, "workspaces": self.state.workspaces(summaries)}
+            hello = await self.hub.views.page(PAGE_SIZE, None, None, "")
+            workspaces = self.state.workspaces(await self.hub.views.workspace_counts(refresh=False))
+            hello["sessions"] += await self.hub.views.firsts(workspaces, hello["sessions"])
+            hello["workspaces"] = workspaces
             return EventStream(stream_frames([("hello", hello, None)], sub, None), held.pop_all().close)
 
     def _stream_slot(self, request: Request) -> Callable[[], None]:

@@ -240,12 +240,10 @@ class WebState:
     def expand(self, path: str) -> str:
         return os.path.abspath(os.path.expanduser(path))
 
-    def workspaces(self, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``--cwd`` first, then session folders newest first, then added ones; removed ones hidden."""
+    def workspaces(self, counts: dict[str, int]) -> list[dict[str, Any]]:
+        """``--cwd`` first, then session folders (``counts``: root sessions per folder, newest first), then
+        added ones; removed ones hidden."""
         known = self._known()
-        counts: dict[str, int] = {}
-        for row in summaries:
-            counts[row["cwd"]] = counts.get(row["cwd"], 0) + 1
         paths = [self.first_workspace, *counts, *known["added"]]
         hidden = set(known["hidden"]) - {self.first_workspace}
         return [_workspace(p, counts.get(p, 0)) for p in dict.fromkeys(paths) if p and p not in hidden]
@@ -261,10 +259,10 @@ class WebState:
         write_json(self._workspaces_file, known)
         return _workspace(path, 0)
 
-    def remove_workspace(self, wid: str, summaries: list[dict[str, Any]]) -> None:
+    def remove_workspace(self, wid: str, counts: dict[str, int]) -> None:
         """Forget a workspace (files untouched): drop it from the added list and hide its sessions' folder."""
         known = self._known()
-        listed = {w["workspaceId"]: w["path"] for w in self.workspaces(summaries)}
+        listed = {w["workspaceId"]: w["path"] for w in self.workspaces(counts)}
         path = listed.get(wid)
         if path is None:
             raise not_found("That workspace")

@@ -1,4 +1,8 @@
-"""What the sidebar and the usage footer need of one session, folded from its events (spec 12 §4.1)."""
+"""What the sidebar and the usage footer need of one live session, folded from its events (spec 12 §4.1).
+
+The counters, route, permission preset and title are the session layer's :class:`SummaryFold` (the
+session index keeps the same fold for stored logs); the page's fold adds the to-do list.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydsh.compaction.meter import usage_total
 from pydsh.session.events import Event
+from pydsh.session.summary import Fallback, SummaryFold
 
 
 def workspace_id(path: str) -> str:
@@ -16,52 +20,21 @@ def workspace_id(path: str) -> str:
 
 
 @dataclass
-class SummaryFold:
-    """Counters and last-wins values of one session, advanced event by event."""
+class SessionFold(SummaryFold):
+    """:class:`SummaryFold` plus the latest ``todo/write`` list (the session view's to-dos)."""
 
-    turns: int = 0
-    steps: int = 0
-    tokens: int = 0
-    updated_at: int = 0
-    last_seq: int = -1
-    model: dict[str, Any] = field(default_factory=dict)
-    permission_preset: str | None = None
     todos: list[dict[str, Any]] = field(default_factory=list)
 
-    def apply(self, event: Event) -> None:
-        etype = event["type"]
-        data = event.get("data") or {}
-        self.last_seq = event["seq"]
-        self.updated_at = max(self.updated_at, int(event.get("time") or 0))
-        if etype == "turn/start":
-            self.turns += 1
-        elif etype == "step/start":
-            self.steps += 1
-        elif etype == "assistant/message" and isinstance(data.get("usage"), dict):
-            self.tokens += usage_total(data["usage"])
-        elif etype == "request/header":
-            config = data["header"]["config"]
-            self.model = _route(config.get("provider"), config.get("model"), config.get("reasoningEffort"))
-        elif etype == "model/selection" and isinstance(data, dict) and data.get("model"):
-            self.model = _route(data.get("provider"), data.get("model"), data.get("reasoningEffort"))
-        elif etype == "permission/preset":
-            self.permission_preset = data.get("preset")
-        elif etype == "todo/write":
-            self.todos = list(data.get("todos") or [])
-
-    def stats(self) -> dict[str, int]:
-        return {"turns": self.turns, "steps": self.steps, "tokens": self.tokens}
+    def apply(self, event: Event, fallback: Fallback | None = None) -> None:
+        """Advance the summary, and keep the latest to-do list."""
+        super().apply(event, fallback)
+        if event["type"] == "todo/write":
+            self.todos = list(event["data"].get("todos") or [])
 
 
-def _route(provider: Any, model: Any, effort: Any) -> dict[str, Any]:
-    route: dict[str, Any] = {"provider": provider, "model": model}
-    if effort:
-        route["effort"] = effort
-    return route
-
-
-def fold_events(events: list[Event]) -> SummaryFold:
-    fold = SummaryFold()
+def fold_events(events: list[Event]) -> SessionFold:
+    """The fold of a whole event list (a stored session read for the agents tree or the session view)."""
+    fold = SessionFold()
     for event in events:
         fold.apply(event)
     return fold

@@ -2,29 +2,37 @@
 sidebar, the projections of the session view, and statuses (spec 12 §4.1).
 
 Nothing here makes a session live: a stored log is read through ``session_query`` and kept while its
-size is unchanged, so opening a session (summary, tail, stream) reads a long log once.
+size is unchanged, so opening a session (summary, tail, stream) reads a long log once. Lists of
+sessions are pages of the session index (stored sessions, no log read) merged with the live ones.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from pydsh.apps.web.errors import ApiError, not_found
-from pydsh.apps.web.summary import SummaryFold, fold_events, workspace_id
+from pydsh.apps.web.summary import SessionFold, fold_events, workspace_id
 from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
+from pydsh.session.summary import SummaryFold
 from pydsh.session.title import TITLE
 
 if TYPE_CHECKING:
     from pydsh.apps.web.hub import WebHub
     from pydsh.session.events import Event
+    from pydsh.session.index import IndexEntry, SessionIndex
     from pydsh.session.log import Session
 
 log = logging.getLogger("pydsh.web")
 
 READ_CACHE = 2
 METER_KEYS = ("tokenUsage", "contextPressure", "contextBreakdown")
+UNTITLED = "New session"
+WORKSPACE_FIRST = 5
+"""Sessions the sidebar shows under each workspace before "Show N more" (F3)."""
+CURSOR = re.compile(r"([0-9]{1,18})\.(.*)", re.DOTALL)
 
 
 class SessionViews:
@@ -33,8 +41,7 @@ class SessionViews:
     def __init__(self, hub: WebHub) -> None:
         self.hub = hub
         self.ctx = hub.ctx
-        self.folds: dict[str, SummaryFold] = {}
-        self._offline: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.folds: dict[str, SessionFold] = {}
         self._reads: OrderedDict[str, tuple[int, Session]] = OrderedDict()
 
     # -- reading --------------------------------------------------------------------------------
@@ -89,7 +96,7 @@ class SessionViews:
 
     # -- summaries --------------------------------------------------------------------------------
 
-    def fold(self, session: Session) -> SummaryFold:
+    def fold(self, session: Session) -> SessionFold:
         fold = self.folds.get(session.id)
         if fold is None or fold.last_seq != session.seq:
             fold = fold_events(session.events)
@@ -112,37 +119,47 @@ class SessionViews:
             return str(state["title"])
         titles = self.ctx.get("session_title")
         found = titles.fallback_for(session.events) if titles is not None else None
-        return str(found[0]) if found is not None else "New session"
+        return str(found[0]) if found is not None else UNTITLED
 
-    def summary(self, session: Session, fold: SummaryFold | None = None) -> dict[str, Any]:
+    def summary(self, session: Session, fold: SessionFold | None = None) -> dict[str, Any]:
         """``SessionSummary`` of a live or stored session."""
-        header = session.header
-        fold = fold or self.fold(session)
-        pending = self.hub.waiting.pending(session.id)
+        return self._summary(session.id, session.header, self.title_of(session), fold or self.fold(session))
+
+    def stored_summary(self, entry: IndexEntry) -> dict[str, Any]:
+        """``SessionSummary`` of a stored session from its session-index entry (no log is read)."""
+        fold = entry.fold or SummaryFold()
+        summary = self._summary(entry.id, entry.header, fold.title_text() or UNTITLED, fold)
+        summary["updatedAt"] = entry.updated_at
+        return summary
+
+    def _summary(self, sid: str, header: dict[str, Any], title: str, fold: SummaryFold) -> dict[str, Any]:
+        """``SessionSummary`` from a header, a title and a summary fold, with this process's live state."""
+        pending = self.hub.waiting.pending(sid)
         cwd = str(header.get("cwd") or "")
         out: dict[str, Any] = {
-            "sessionId": session.id,
+            "sessionId": sid,
             "cwd": cwd,
             "workspaceId": workspace_id(cwd),
-            "title": self.title_of(session),
+            "title": title,
             "createdAt": header.get("createdAt"),
             "updatedAt": fold.updated_at or header.get("createdAt"),
-            "status": self.status_of(session.id),
+            "status": self.status_of(sid),
             "waiting": {"approvals": len(pending["approvals"]), "questions": len(pending["questions"])},
             "queued": len(pending["queued"]),
         }
         if header.get("agentPreset"):
             out["agentPreset"] = header["agentPreset"]
-        out["permissionPreset"] = self.permission_of(session, fold)
+        out["permissionPreset"] = self.permission_of(sid, fold)
         out["model"] = fold.model or self.default_route()
         out["stats"] = fold.stats()
         if header.get("parentSession"):
             out["parentSessionId"] = header["parentSession"]
         return out
 
-    def permission_of(self, session: Session, fold: SummaryFold) -> str:
+    def permission_of(self, session_id: str, fold: SummaryFold) -> str:
+        """The live agent's preset, else the last logged one, else the default."""
         permissions = self.ctx.get("permissions")
-        agent = self.hub.agents.get(session.id)
+        agent = self.hub.agents.get(session_id)
         if permissions is not None and agent is not None:
             return str(permissions.preset(agent))
         if fold.permission_preset:
@@ -153,28 +170,75 @@ class SessionViews:
         default = self.ctx.get("agent_default_model")
         return dict(default.current_selection()) if default is not None else {"provider": "", "model": ""}
 
-    async def list_summaries(self) -> list[dict[str, Any]]:
-        """Root sessions, newest first by last event; stored logs are folded once per revision."""
-        rows: dict[str, dict[str, Any]] = {}
-        persistence = self.ctx.get("session_persistence")
-        if persistence is not None:
-            for item in await persistence.list():
-                header = item["header"]
-                if header.get("origin") == "subagent" or self.hub.store.get(header["id"]) is not None:
-                    continue
-                cached = self._offline.get(header["id"])
-                if cached is None or cached[0] != item["revision"]:
-                    try:
-                        session = await self.read(header["id"])
-                    except ApiError:
-                        continue
-                    cached = (item["revision"], self.summary(session, fold_events(session.events)))
-                    self._offline[header["id"]] = cached
-                rows[header["id"]] = dict(cached[1], status="offline")
-        for session in self.hub.store.live():
-            if session.header.get("origin") != "subagent":
-                rows[session.id] = self.summary(session)
-        return sorted(rows.values(), key=lambda r: (-int(r["updatedAt"] or 0), r["sessionId"]))
+    # -- lists ----------------------------------------------------------------------------------
+
+    @property
+    def index(self) -> SessionIndex:
+        """The session index, which the ``web-app`` row injects."""
+        index: SessionIndex = self.ctx.require("session_index")
+        return index
+
+    def _live_roots(self) -> list[Session]:
+        """Live sessions that are listed (not members of a tree of agents)."""
+        return [s for s in self.hub.store.live() if s.header.get("origin") != "subagent"]
+
+    async def page(
+        self, limit: int, cursor: str | None, workspace: str | None, query: str, *, refresh: bool = True
+    ) -> dict[str, Any]:
+        """``{sessions, nextCursor?}``: root sessions newest first by last event, after ``cursor`` (the
+        ``<updatedAt>.<sessionId>`` of the page before's last row), in ``workspace`` (id or path), whose
+        title contains ``query`` in any case. Stored ones come from the session index, live ones from memory."""
+        after = _cursor_key(cursor)
+        cwd = await self._workspace_path(workspace) if workspace else None
+        live = self._live_roots()
+        rows = [
+            row
+            for row in map(self.summary, live)
+            if (cwd is None or row["cwd"] == cwd)
+            and query in row["title"].lower()
+            and (after is None or _key(row) > (-after[0], after[1]))
+        ]
+        exclude = frozenset(s.id for s in live)
+        entries, more = await self.index.page(
+            limit, after=after, cwd=cwd, title=query, untitled=UNTITLED, exclude=exclude, refresh=refresh
+        )
+        rows = sorted(rows + [self.stored_summary(e) for e in entries], key=_key)
+        page: dict[str, Any] = {"sessions": rows[:limit]}
+        if more or len(rows) > limit:
+            last = rows[limit - 1]
+            page["nextCursor"] = f"{int(last['updatedAt'] or 0)}.{last['sessionId']}"
+        return page
+
+    async def firsts(self, workspaces: list[dict[str, Any]], shown: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The newest sessions of each workspace that ``shown`` (the first page) leaves with fewer than the
+        sidebar's first five, so every workspace opens with its own (the index was just refreshed)."""
+        ids = {row["sessionId"] for row in shown}
+        extra: list[dict[str, Any]] = []
+        for workspace in workspaces:
+            have = sum(row["cwd"] == workspace["path"] for row in shown)
+            if have >= min(WORKSPACE_FIRST, workspace["sessionCount"]):
+                continue
+            page = await self.page(WORKSPACE_FIRST, None, workspace["path"], "", refresh=False)
+            extra += [row for row in page["sessions"] if row["sessionId"] not in ids]
+        return extra
+
+    async def workspace_counts(self, *, refresh: bool = True) -> dict[str, int]:
+        """Root sessions per working directory, folders with the newest sessions first (live ones counted);
+        ``refresh=False`` right after a page, which refreshed the index."""
+        counts = await self.index.workspaces(refresh=refresh)
+        live = self._live_roots()
+        stored = await self.index.known([s.id for s in live])
+        for session in live:
+            if session.id not in stored:
+                cwd = str(session.header.get("cwd") or "")
+                counts[cwd] = counts.get(cwd, 0) + 1
+        return counts
+
+    async def _workspace_path(self, workspace: str) -> str:
+        """The folder of a workspace id, else ``workspace`` itself taken as a path."""
+        stored = await self.index.workspaces(refresh=False)
+        folders = [*stored, *(str(s.header.get("cwd") or "") for s in self._live_roots())]
+        return next((c for c in folders if workspace_id(c) == workspace), workspace)
 
     # -- the session view -----------------------------------------------------------------------
 
@@ -192,7 +256,7 @@ class SessionViews:
             "contextBreakdown": meter.get("contextBreakdown"),
             "sessionStats": fold.stats(),
             "modelSelection": fold.model or self.default_route(),
-            "permissionPreset": self.permission_of(session, fold),
+            "permissionPreset": self.permission_of(session.id, fold),
         }
 
     async def compaction_budget(self, session: Session) -> dict[str, int] | None:
@@ -212,3 +276,14 @@ class SessionViews:
             log.debug("no compaction budget for %s", session.id, exc_info=True)
             return None
         return {"thresholdTokens": int(found.threshold), "contextWindow": int(found.context_window)}
+
+
+def _key(row: dict[str, Any]) -> tuple[int, str]:
+    """Sort key of a summary: newest last event first, then id."""
+    return (-int(row["updatedAt"] or 0), str(row["sessionId"]))
+
+
+def _cursor_key(cursor: str | None) -> tuple[int, str] | None:
+    """``(updatedAt, sessionId)`` of a cursor; anything else starts from the top (like other odd query values)."""
+    match = CURSOR.fullmatch(cursor or "")
+    return (int(match[1]), match[2]) if match else None

@@ -271,8 +271,10 @@ def _frames(data: bytes, path: Path) -> tuple[list[tuple[int, bytes]], int | Non
     return frames, None
 
 
-def _lines(data: bytes, path: Path, compressed: bool) -> tuple[list[tuple[int, bytes]], int | None, int]:
-    """Complete lines with the offset a truncation to *before* them would use; plus torn offset."""
+def log_lines(data: bytes, path: Path, compressed: bool) -> tuple[list[tuple[int, bytes]], int | None, int]:
+    """Complete lines with the offset a truncation to *before* them would use (plain: the line's start,
+    zstd: its frame's start); plus the torn offset and the committed size. ``data`` may start at any
+    line (plain) or frame (zstd) boundary, since batches are only ever appended."""
     if not compressed:
         lines: list[tuple[int, bytes]] = []
         start = 0
@@ -292,20 +294,17 @@ def _lines(data: bytes, path: Path, compressed: bool) -> tuple[list[tuple[int, b
     return out, torn, committed
 
 
+def log_text(data: bytes, path: Path, compressed: bool) -> bytes:
+    """The lines of a stored log as one text: itself, or its zstd frames decompressed (a torn last frame left out)."""
+    return b"".join(plain for _offset, plain in _frames(data, path)[0]) if compressed else data
+
+
 def parse_log(data: bytes, path: Path, *, compressed: bool = False) -> StoredLog:
     """Parse a stored log, applying the torn-tail and corruption rules of spec 02 §9.5."""
-    lines, torn, committed = _lines(data, path, compressed)
+    lines, torn, committed = log_lines(data, path, compressed)
     if not lines:
         raise SessionPersistenceCorruptionError(f"{path}: the log has no complete header line")
-    try:
-        header = json.loads(lines[0][1])
-    except ValueError:
-        raise SessionPersistenceCorruptionError(f"{path}: line 1 (header) is not valid JSON") from None
-    if isinstance(header, dict):
-        version_gate(header)
-    problem = header_problem(header)
-    if problem:
-        raise SessionPersistenceCorruptionError(f"{path}: line 1: {problem}")
+    header = decode_header(lines[0][1], path)
     events: list[Event] = []
     decoder = Decoder()
     for index in range(1, len(lines)):
@@ -321,6 +320,20 @@ def parse_log(data: bytes, path: Path, *, compressed: bool = False) -> StoredLog
                 ) from None
             return _cut_at_damage(header, events, lines, index, problem=str(exc), data=data, path=path, torn=torn)
     return StoredLog(header, events, committed, torn)
+
+
+def decode_header(line: bytes, path: Path) -> dict[str, Any]:
+    """The header record of line 1, version-gated and checked (02 §2); else the corruption error."""
+    try:
+        header = json.loads(line)
+    except ValueError:
+        raise SessionPersistenceCorruptionError(f"{path}: line 1 (header) is not valid JSON") from None
+    if isinstance(header, dict):
+        version_gate(header)
+    problem = header_problem(header)
+    if problem:
+        raise SessionPersistenceCorruptionError(f"{path}: line 1: {problem}")
+    return header  # type: ignore[no-any-return]
 
 
 def _cut_at_damage(
@@ -394,6 +407,13 @@ class JsonlHandle:
         self._lock_fd: int | None = None
         self._fd: int | None = None
         self.closed = False
+        self.stat_key: StatKey | None = None
+        """``(st_ino, st_size, st_mtime_ns)`` of the log right after this handle's last durable write."""
+
+    @property
+    def durable(self) -> list[Event]:
+        """Every event stored so far (read at open, then each durable batch); not to be modified."""
+        return self._events
 
     async def read(self, offset: int = 0, length: int | None = None) -> list[Event]:
         self._check_open()
@@ -460,6 +480,7 @@ class JsonlHandle:
             await asyncio.to_thread(self._write, payload)
             del self._buffer[: len(batch)]
             self._events.extend(batch)
+            self.store.stored(self, batch)
 
     # -- blocking work (worker thread) --------------------------------------------------------
 
@@ -486,6 +507,7 @@ class JsonlHandle:
                 os.ftruncate(fd, self._size)
             raise io_error(self.path, "appending to the session log", exc) from None
         self._size += len(data)
+        self.stat_key = stat_key(os.fstat(fd))
 
     def _check_owned(self, fd: int) -> None:
         """The log and lock paths still name the files this writer holds (else another took over)."""
@@ -528,6 +550,8 @@ class JsonlHandle:
                 tmp.unlink(missing_ok=True)
         self._materialized = True
         self._size = len(data)
+        with contextlib.suppress(OSError):
+            self.stat_key = stat_key(os.stat(self.path))
 
     def _lock(self) -> None:
         if self._lock_fd is None:
@@ -590,6 +614,14 @@ def _fsync_dir(path: Path) -> None:
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+StatKey = tuple[int, int, int]
+"""``(st_ino, st_size, st_mtime_ns)``: what tells a changed log from an unchanged one without reading it."""
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 _NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
@@ -707,6 +739,16 @@ class JsonlPersistence:
         self._tasks: set[asyncio.Task[None]] = set()
         self._compressors: dict[int, zstandard.ZstdCompressor] = {}
         self._compressing = threading.Lock()
+        self.observers: builtins.list[Callable[[JsonlHandle, builtins.list[Event]], None]] = []
+        """Called on the loop after each durable batch of a write handle (the session index follows them)."""
+
+    def stored(self, handle: JsonlHandle, batch: builtins.list[Event]) -> None:
+        """Tell the observers that ``batch`` reached the disk; an observer's failure never fails a write."""
+        for observer in self.observers:
+            try:
+                observer(handle, batch)
+            except Exception:
+                log.warning('session "%s": an observer of stored batches failed', handle.id, exc_info=True)
 
     def frame(self, payload: bytes, compressed: bool) -> bytes:
         """``payload`` as written to a log of that encoding: itself, or one checksummed zstd frame.
@@ -877,6 +919,30 @@ class JsonlPersistence:
                     continue
         return out
 
+    def scan_logs(self) -> builtins.list[tuple[Path, os.stat_result]]:
+        """Every stored log file with its ``stat`` (blocking; nothing is read, one or two ``stat`` per session).
+
+        A session folder holding both encodings is left out, as ``list`` leaves it out."""
+        out: builtins.list[tuple[Path, os.stat_result]] = []
+        try:
+            with os.scandir(self.root) as keys:
+                key_dirs = [entry.path for entry in keys if entry.is_dir()]
+        except FileNotFoundError:
+            return out
+        except OSError as exc:
+            raise io_error(self.root, "scanning the session store", exc) from None
+        for key_dir in key_dirs:
+            try:
+                with os.scandir(key_dir) as entries:
+                    directories = [entry.path for entry in entries]
+            except OSError:
+                continue
+            for directory in directories:
+                found = [(name, st) for name in (PLAIN, ZSTD) if (st := _stat(os.path.join(directory, name)))]
+                if len(found) == 1 and stat.S_ISREG(found[0][1].st_mode):
+                    out.append((Path(directory, found[0][0]), found[0][1]))
+        return out
+
     # -- binding live sessions --------------------------------------------------------------
 
     def bind(self, session: Session, handle: SessionHandle) -> None:
@@ -888,6 +954,14 @@ class JsonlPersistence:
 
     def handle_of(self, session_id: str) -> JsonlHandle | None:
         return self._handles.get(session_id)
+
+
+def _stat(path: str) -> os.stat_result | None:
+    """``stat`` of ``path``, or ``None`` when it cannot be seen (missing or unreadable)."""
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
 
 
 HEADER_LIMIT = 65536
@@ -906,16 +980,7 @@ def read_head(path: Path) -> tuple[dict[str, Any], int]:
         head = _header_frame(fh, path) if path.name == ZSTD else fh.readline()
     if not head.endswith(b"\n"):
         raise SessionPersistenceCorruptionError(f"{path}: no complete header line")
-    try:
-        header = json.loads(head)
-    except ValueError:
-        raise SessionPersistenceCorruptionError(f"{path}: line 1 (header) is not valid JSON") from None
-    if isinstance(header, dict):
-        version_gate(header)
-    problem = header_problem(header)
-    if problem:
-        raise SessionPersistenceCorruptionError(f"{path}: line 1: {problem}")
-    return header, size
+    return decode_header(head, path), size
 
 
 def _header_frame(fh: BinaryIO, path: Path) -> bytes:

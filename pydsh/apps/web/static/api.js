@@ -55,7 +55,12 @@ export const api = {
   workspaces: () => get("/api/known-workspaces"),
   addWorkspace: (path) => post("/api/known-workspaces", { path }),
   removeWorkspace: (id) => del(`/api/known-workspaces/${enc(id)}`),
-  sessions: (workspace) => get(`/api/sessions?limit=200${workspace ? `&workspace=${enc(workspace)}` : ""}`),
+  /** A page of root sessions (`{sessions, nextCursor?}`), optionally of one workspace or matching a title. */
+  sessions: ({ workspace, cursor, q, limit = 50 } = {}) => {
+    const params = new URLSearchParams({ limit: String(limit) });
+    for (const [key, value] of Object.entries({ workspace, cursor, q })) if (value) params.set(key, value);
+    return get(`/api/sessions?${params}`);
+  },
   createSession: (body) => post("/api/sessions", body),
   session: (id) => get(`/api/sessions/${enc(id)}`),
   tail: (id) => get(`/api/sessions/${enc(id)}/events?tail=turns:2`),

@@ -140,13 +140,7 @@ class Page {
     app.panels = panels.panels || [];
     app.emit("settings");
     this.index = new Stream(() => "/api/events", {
-      hello: (d) => {
-        app.sessions.clear();
-        app.workspaces.clear();
-        for (const w of d.workspaces || []) app.workspaces.set(w.workspaceId, w);
-        for (const s of d.sessions || []) app.sessions.set(s.sessionId, s);
-        app.emit("sessions");
-      },
+      hello: (d) => app.resetIndex(d),
       session: (s) => app.upsertSession(s),
       "session-removed": (d) => app.removeSession(d.sessionId),
       workspace: (w) => app.upsertWorkspace(w),

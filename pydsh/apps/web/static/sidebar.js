@@ -1,11 +1,16 @@
 // The sessions sidebar: workspaces (add / remove), their root sessions newest first with age, running
-// indicator and Approval / Answer badges, a title filter and "Show N more".
+// indicator and Approval / Answer badges, a title filter and "Show N more". The index stream's hello
+// brings the newest sessions only; "Show N more" pages through a workspace's others and the filter asks
+// the server for matching titles, both with `GET /api/sessions`.
 
 import { api } from "./api.js";
 import { age, h, icon, replace } from "./dom.js";
 import { app } from "./store.js";
 
 const FIRST = 5;
+const SEARCH_DELAY_MS = 250;
+const PAGE = 50;
+const MAX_PAGE = 500;
 
 /** The sidebar of sessions and workspaces. */
 export class Sidebar {
@@ -18,7 +23,11 @@ export class Sidebar {
     this.ctx = ctx;
     this.expanded = new Set();
     this.filter = "";
+    /** @type {Map<string, string | null>} next page of each workspace (null: no more); absent: from the top */
+    this.cursors = new Map();
+    this.loading = new Set();
     this.build();
+    app.on("index", () => this.cursors.clear());
     app.on("sessions", () => this.schedule());
     window.setInterval(() => this.schedule(), 30_000);
   }
@@ -32,6 +41,8 @@ export class Sidebar {
     this.filterInput.addEventListener("input", () => {
       this.filter = this.filterInput.value.toLowerCase();
       this.render();
+      window.clearTimeout(this.searchTimer);
+      if (this.filter) this.searchTimer = window.setTimeout(() => this.search(this.filter), SEARCH_DELAY_MS);
     });
     const add = h("button", { type: "button", class: "icon-btn", "aria-label": "Add workspace", title: "Add workspace", "aria-expanded": "false" }, icon("folder-plus"));
     this.addForm = this.workspaceForm(add);
@@ -127,9 +138,36 @@ export class Sidebar {
     if (activeKey) this.list.querySelector(`[data-focus-key="${CSS.escape(activeKey)}"]`)?.focus();
   }
 
+  /** Sessions the server has for a workspace: its count until every page is loaded, then what was loaded. */
+  total(ws, sessions) {
+    return this.cursors.get(ws.workspaceId) === null ? sessions.length : Math.max(ws.sessionCount || 0, sessions.length);
+  }
+
+  /** Load the next page of a workspace's sessions: the first time, those loaded so far and 50 more. */
+  async loadMore(ws, loaded) {
+    const id = ws.workspaceId;
+    if (this.loading.has(id) || this.cursors.get(id) === null) return;
+    this.loading.add(id);
+    try {
+      const cursor = this.cursors.get(id);
+      const page = await api.sessions({ workspace: id, cursor, limit: cursor ? PAGE : Math.min(MAX_PAGE, loaded + PAGE) });
+      this.cursors.set(id, page.nextCursor ?? null);
+      app.upsertSessions(page.sessions || []);
+    } finally {
+      this.loading.delete(id);
+    }
+  }
+
+  /** Ask the server for sessions whose title matches the filter, loaded or not. */
+  async search(filter) {
+    const page = await api.sessions({ q: filter });
+    if (filter === this.filter) app.upsertSessions(page.sessions || []);
+  }
+
   workspaceNode(ws, sessions) {
     const showAll = this.expanded.has(ws.workspaceId) || this.filter;
     const shown = showAll ? sessions : sessions.slice(0, FIRST);
+    const total = this.filter ? sessions.length : this.total(ws, sessions);
     const remove = h("button", { type: "button", class: "icon-btn ws-remove", "aria-label": `Remove workspace ${ws.name}`, title: "Remove (files are untouched)", dataset: { focusKey: `rm-${ws.workspaceId}` } }, icon("close"));
     remove.addEventListener("click", async () => {
       await api.removeWorkspace(ws.workspaceId);
@@ -139,11 +177,12 @@ export class Sidebar {
     newHere.addEventListener("click", () => this.ctx.newSession(ws.workspaceId));
     const list = h("ul", { class: "session-list", "aria-label": `Sessions in ${ws.name}` }, shown.map((s) => this.sessionNode(s)));
     const out = h("div", { class: "workspace", dataset: { workspaceId: ws.workspaceId } }, h("div", { class: "ws-head" }, icon("folder"), h("span", { class: "ws-name", title: ws.path, text: ws.name }), newHere, remove), list);
-    if (sessions.length > shown.length) {
-      const more = h("button", { type: "button", class: "link-btn show-more", text: `Show ${sessions.length - shown.length} more`, dataset: { focusKey: `more-${ws.workspaceId}` } });
+    if (total > shown.length) {
+      const more = h("button", { type: "button", class: "link-btn show-more", text: `Show ${total - shown.length} more`, dataset: { focusKey: `more-${ws.workspaceId}` } });
       more.addEventListener("click", () => {
         this.expanded.add(ws.workspaceId);
         this.render();
+        if (sessions.length < total) this.loadMore(ws, sessions.length);
       });
       out.append(more);
     }

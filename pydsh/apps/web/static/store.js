@@ -56,7 +56,22 @@ export class AppStore extends Emitter {
 
   /** Upsert a SessionSummary. */
   upsertSession(summary) {
-    this.sessions.set(summary.sessionId, { ...this.sessions.get(summary.sessionId), ...summary });
+    this.upsertSessions([summary]);
+  }
+
+  /** Upsert a page of SessionSummary values (one "sessions" event). */
+  upsertSessions(summaries) {
+    for (const s of summaries) this.sessions.set(s.sessionId, { ...this.sessions.get(s.sessionId), ...s });
+    this.emit("sessions");
+  }
+
+  /** Start over from the index stream's hello: its first page of sessions and every workspace. */
+  resetIndex(hello) {
+    this.sessions.clear();
+    this.workspaces.clear();
+    for (const w of hello.workspaces || []) this.workspaces.set(w.workspaceId, w);
+    for (const s of hello.sessions || []) this.sessions.set(s.sessionId, s);
+    this.emit("index");
     this.emit("sessions");
   }
 
