@@ -19,6 +19,7 @@ import yaml
 
 import pydsh
 import pydsh.testing
+from tests.logs import stored_logs
 
 ROOT = Path(__file__).resolve().parent.parent
 READ = {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]}
@@ -72,8 +73,7 @@ async def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     printed = out.getvalue().splitlines()
     assert printed[:3] == ['-> glob {"pattern":"*.py"}', "One: app.py.", "[completed]"]
     assert printed[3].startswith("app.py, the only one. {'inputTokens': ")
-    sessions = [p for p in (home / "sessions").rglob("session.v4.jsonl")]
-    assert len(sessions) == 1
+    assert len(stored_logs(home / "sessions")) == 1
 
 
 # -- open and close -------------------------------------------------------------------------
@@ -119,7 +119,7 @@ async def test_close_interrupts_a_running_turn_and_keeps_the_log(workspace: Path
             await asyncio.sleep(0.01)
     assert agent.events[-1]["type"] == "turn/end"
     assert agent.events[-1]["data"]["reason"]["kind"] == "aborted"
-    assert len(list(home.rglob("session.v4.jsonl"))) == 1
+    assert len(stored_logs(home)) == 1
 
 
 # -- streaming ------------------------------------------------------------------------------
