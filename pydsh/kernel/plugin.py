@@ -56,6 +56,8 @@ class PluginInfo:
     inject: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
     config_model: Any = None
+    hot_load: bool = False
+    """The plugin declares ``hot_load = True``: it may be loaded into a running process (``profile-watch``)."""
 
 
 _ENTRY_POINTS: dict[str, str] | None = None
@@ -69,6 +71,12 @@ def entry_point_table() -> dict[str, str]:
 
         _ENTRY_POINTS = plugin_entry_points()
     return _ENTRY_POINTS
+
+
+def forget_entry_points() -> None:
+    """Read the ``pydsh.plugins`` entry points afresh at the next lookup (a distribution was installed)."""
+    global _ENTRY_POINTS
+    _ENTRY_POINTS = None
 
 
 def _import_target(ref: str) -> object:
@@ -138,6 +146,7 @@ def resolve_plugin(name: str) -> PluginInfo:
         inject=tuple(getattr(target, "inject", ()) or ()),
         optional=tuple(getattr(target, "optional", ()) or ()),
         config_model=getattr(target, "Config", None),
+        hot_load=getattr(target, "hot_load", False) is True,
     )
 
 
