@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydsh.session.persistence import jsonl
 from pydsh.session.persistence.jsonl import PLAIN, ZSTD
-from pydsh.session.persistence.recode import decoded
 
 PLAIN_LOGS: list[dict[str, Any]] = [
     {"id": "session-persistence-jsonl", "config": {"root": "${home:sessions}", "compression": "none"}}
@@ -34,8 +34,7 @@ def stored_log(root: Path, session_id: str = "*") -> Path:
 
 def log_text(path: Path) -> str:
     """The JSONL text of a stored log (header line first), decompressed when it is zstd."""
-    data = path.read_bytes()
-    return (decoded(data) if path.name == ZSTD else data).decode()
+    return jsonl.log_text(path.read_bytes(), path, path.name == ZSTD).decode()
 
 
 def log_lines(path: Path) -> list[str]:

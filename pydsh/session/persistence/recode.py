@@ -29,6 +29,7 @@ from pydsh.session.persistence.jsonl import (
     JsonlPersistence,
     acquire_lock,
     fsync_dir,
+    log_text,
     parse_log,
     write_new_file,
 )
@@ -63,18 +64,6 @@ def zstd_frames(store: JsonlPersistence, data: bytes) -> bytes:
     return b"".join(frames)
 
 
-def decoded(data: bytes) -> bytes:
-    """The plaintext of concatenated zstd frames."""
-    import zstandard
-
-    plain = []
-    while data:
-        frame = zstandard.ZstdDecompressor().decompressobj()
-        plain.append(frame.decompress(data))
-        data = frame.unused_data
-    return b"".join(plain)
-
-
 def problem(data: bytes, path: Path) -> str:
     """Why the plain log at ``path`` cannot be recoded as it is ("" when it reads back whole)."""
     try:
@@ -106,7 +95,7 @@ def _recode_locked(path: Path, store: JsonlPersistence, *, dry_run: bool) -> Out
     data = path.read_bytes()
     target = path.with_name(ZSTD)
     if target.exists():
-        if decoded(target.read_bytes()) != data:
+        if log_text(target.read_bytes(), target, True) != data:
             return Outcome(path, False, f"{ZSTD} exists beside it with other content; compare the two by hand")
         if not dry_run:
             path.unlink()
@@ -118,7 +107,7 @@ def _recode_locked(path: Path, store: JsonlPersistence, *, dry_run: bool) -> Out
     if dry_run:
         return Outcome(path, True, "would recode")
     encoded = zstd_frames(store, data)
-    if decoded(encoded) != data:
+    if log_text(encoded, target, True) != data:
         return Outcome(path, False, "its zstd copy did not decode to the same bytes; nothing was changed")
     tmp = target.with_name(f"{ZSTD}.{os.urandom(6).hex()}.tmp")
     try:
