@@ -286,8 +286,8 @@ async def test_bad_input_is_one_clear_error(workspace: Path, tmp_path: Path) -> 
         await pydsh.open_host("nonesuch").start()
     with pytest.raises(pydsh.HostError, match='patch 1: row "x" has unknown field "colour"'):
         await pydsh.open_host(patches=[[{"insert": [{"id": "x", "name": "x", "colour": 1}]}]]).start()
-    bad_config = [{"id": "llm-retry", "config": {"nonesuch": 1}}]
-    with pytest.raises(pydsh.HostError, match='row "llm-retry"'):
+    bad_config = [{"id": "llm-openai-compat", "config": {"nonesuch": 1}}]
+    with pytest.raises(pydsh.HostError, match=r'row "llm-openai-compat".*nonesuch: Extra inputs are not permitted'):
         await pydsh.open_host(patches=[bad_config]).start()
     with pytest.raises(ValueError, match="entry 1: unknown scripted entry keys"):
         pydsh.testing.scripted_host([{"txt": "typo"}])
