@@ -1,10 +1,12 @@
 """pydsh and the reference runtime (DeepSeek Harness 0.2.1rc2) share one ``DSH_HOME``, both ways.
 
 The reference is driven by the published SDK client (its ``sdk`` profile); pydsh runs each of its
-profiles in its default configuration: ``sdk`` through the same client, the others through
-``pydsh.open_host``. In one home, every pydsh profile creates a session (a plain prompt and a
-``read`` step) that the reference resumes and continues with the history pydsh wrote and pydsh then
-continues again, and resumes and continues one the reference created. The home also holds what a
+profiles in its default configuration: ``sdk`` and ``sdk-minimal`` through the same client, the others
+through ``pydsh.open_host``. In one home, every pydsh profile creates a session (a plain prompt and a
+tool step: ``read``, or ``bash`` in ``sdk-minimal``, which has no other) that the reference resumes and
+continues with the history pydsh wrote and pydsh then continues again, and resumes and continues one
+the reference created. (The reference's own ``sdk-minimal`` writes plain logs and refuses a home holding
+zstd ones, so it cannot share a home with its own ``sdk`` profile either; it is not one of the two sides.) The home also holds what a
 reference user brings: a ``cordis.patch.yml`` switching tools off (both runtimes honour it) and a
 ``--patch`` with a key neither reads (both start).
 """
@@ -31,9 +33,13 @@ from tests.sdk.reference import REFERENCE, needs_reference
 
 pytestmark = needs_reference
 
-PROFILES = ("sdk", "headless", "acp", "web", "embed")
-READ = {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]}
-CREATE = [{"text": "hello"}, READ, {"text": "read it"}]
+PROFILES = ("sdk", "sdk-minimal", "headless", "acp", "web", "embed")
+WIRED = frozenset({"sdk", "sdk-minimal"})
+"""pydsh profiles served over the SDK wire, driven through the published client."""
+STEPS = {
+    "read": {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]},
+    "bash": {"tool_calls": [{"name": "bash", "arguments": {"command": "cat a.txt"}}]},
+}
 OFF = "- {id: tool-todo, disabled: true}\n- {id: tool-web, disabled: true}\n"
 """A reference user's profile patch: no todo_write, no web_fetch."""
 PERSONA = [{"id": "system-prompt", "config": {"persona": "a key the reference's own smoke scripts set"}}]
@@ -53,10 +59,11 @@ class Home:
         for behaviour in behaviours:
             self.server.loop.call_soon_threadsafe(self.server.server.enqueue, behaviour)
 
-    def client(self, runtime: str) -> Any:
-        """The published client on ``runtime``'s executable (pydsh imports this checkout)."""
+    def client(self, runtime: str, profile: str) -> Any:
+        """The published client on ``runtime``'s executable and profile (pydsh imports this checkout)."""
         return deepseek_harness.DeepSeekHarness(
             dsh_bin=PYDSH if runtime == "pydsh" else REFERENCE,
+            profile=profile,
             dsh_home=str(self.home),
             cwd=str(self.ws),
             api_key="sk-test",
@@ -83,8 +90,8 @@ def shared(mock: Callable[..., ThreadedMock], tmp_path: Path, monkeypatch: pytes
 
 def run(shared: Home, runtime: str, profile: str, session_id: str, prompts: list[str], *, create: bool) -> list[str]:
     """Run ``prompts`` in ``session_id`` (created or resumed) in ``runtime``; their final answers."""
-    if runtime == "reference" or profile == "sdk":
-        client = shared.client(runtime)
+    if runtime == "reference" or profile in WIRED:
+        client = shared.client(runtime, profile)
         try:
             session = client.start_session(session_id) if create else client.resume_session(session_id)
             results = [session.run(prompt) for prompt in prompts]
@@ -118,9 +125,14 @@ def said(body: dict[str, Any]) -> list[str]:
     return out
 
 
+def tool_of(profile: str) -> str:
+    """The tool of the step a session created in ``profile`` takes."""
+    return "bash" if profile == "sdk-minimal" else "read"
+
+
 def created(shared: Home, runtime: str, profile: str, session_id: str) -> None:
-    """Create ``session_id``: a plain prompt, then a prompt with one ``read`` step."""
-    shared.script(*CREATE)
+    """Create ``session_id``: a plain prompt, then a prompt with one tool step."""
+    shared.script({"text": "hello"}, STEPS[tool_of(profile)], {"text": "read it"})
     seen = len(shared.server.requests)
     assert run(shared, runtime, profile, session_id, ["hi", "read a.txt"], create=True) == ["hello", "read it"]
     if profile == "sdk":
@@ -128,9 +140,9 @@ def created(shared: Home, runtime: str, profile: str, session_id: str) -> None:
         assert "read" in tools and not tools & {"todo_write", "web_fetch"}, (runtime, sorted(tools))
 
 
-def continued(shared: Home, runtime: str, profile: str, session_id: str, prompt: str) -> None:
-    """Resume ``session_id`` and run ``prompt``; its model request carries the history the other runtime wrote,
-    and what was stored before stays byte for byte at the start of the log."""
+def continued(shared: Home, runtime: str, profile: str, session_id: str, prompt: str, tool: str = "read") -> None:
+    """Resume ``session_id`` and run ``prompt``; its model request carries the history the other runtime wrote
+    (with its ``tool`` step), and what was stored before stays byte for byte at the start of the log."""
     log = stored_log(shared.home / "sessions", session_id)
     assert log.name == "session.v4.jsonl.zstd", (runtime, profile, log)
     written = log.read_bytes()
@@ -138,9 +150,9 @@ def continued(shared: Home, runtime: str, profile: str, session_id: str, prompt:
     seen = len(shared.server.requests)
     assert run(shared, runtime, profile, session_id, [prompt], create=False) == ["continued"]
     history = said(shared.server.requests[seen]["body"])
-    for earlier in ("user:hi", "assistant:hello", "user:read a.txt", "tool_use:read", "tool_result:"):
+    for earlier in ("user:hi", "assistant:hello", "user:read a.txt", f"tool_use:{tool}", "tool_result:"):
         assert earlier in history, (runtime, profile, earlier, history)
-    assert history.index("user:hi") < history.index("tool_use:read") < history.index(f"user:{prompt}")
+    assert history.index("user:hi") < history.index(f"tool_use:{tool}") < history.index(f"user:{prompt}")
     assert stored_log(shared.home / "sessions", session_id).read_bytes().startswith(written)
 
 
@@ -148,8 +160,8 @@ def test_every_pydsh_profile_and_the_reference_share_one_home_both_ways(shared: 
     for profile in PROFILES:
         ours, theirs = f"pydsh-{profile}", f"reference-for-{profile}"
         created(shared, "pydsh", profile, ours)
-        continued(shared, "reference", "sdk", ours, "continue here")
-        continued(shared, "pydsh", profile, ours, "and back")
+        continued(shared, "reference", "sdk", ours, "continue here", tool_of(profile))
+        continued(shared, "pydsh", profile, ours, "and back", tool_of(profile))
         created(shared, "reference", "sdk", theirs)
         continued(shared, "pydsh", profile, theirs, "continue here")
         continued(shared, "reference", "sdk", theirs, "and back")
@@ -173,7 +185,7 @@ def test_plain_logs_written_before_lock_the_reference_out_until_recoded(shared: 
             await agent.run("hi")
             await agent.run("read a.txt")
 
-    shared.script(*CREATE)
+    shared.script({"text": "hello"}, STEPS["read"], {"text": "read it"})
     asyncio.run(plain_session())
     plain = stored_log(shared.home / "sessions", "old")
     assert plain.name == "session.v4.jsonl"
