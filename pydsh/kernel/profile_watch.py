@@ -154,7 +154,14 @@ class ProfileWatch:
                     why,
                 )
                 continue
-            loader.add_rows(self.root(), resolve_rows(rows))
+            try:
+                resolved = resolve_rows(rows)
+            except KernelError as exc:
+                log.warning(
+                    'bundle "%s" was added to profile "%s" but cannot load: %s', bundle, self.profile, exc.detail
+                )
+                continue
+            loader.add_rows(self.root(), resolved)
             await loader.settle()
             ids = {row.id for _holder, row in walk(rows)}
             failed = sorted(f.row_id for f in loader.failures if f.row_id in ids)

@@ -71,3 +71,24 @@ async def test_a_plugin_that_does_not_allow_it_waits_for_the_next_start(
             "does not declare that it can load into a running process"
         ]
         assert "team-models" not in [fiber.row_id for fiber in host.ctx.fiber.children]
+
+
+async def test_an_added_bundle_whose_rows_cannot_resolve_is_named_and_the_watch_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = tmp_path / "home"
+    async with pydsh.testing.scripted_host([], profile="web", patches=[FAST], cwd=tmp_path, dsh_home=home) as host:
+        (profile_dir("web") / "patch.yml").write_text(
+            "- {id: agent-message, config: {rateLimit: '${env:PYDSH_NO_SUCH_VAR}'}}\n"
+        )
+        with caplog.at_level(logging.WARNING, logger="pydsh.kernel.profile_watch"):
+            added("web", "pydsh-agent-message", "agent-message")
+            await until(lambda: bool(caplog.records))
+            added("web", "pydsh-team-models", "team-models")
+            await until(lambda: len(caplog.records) > 1)
+        assert caplog.records[0].getMessage() == (
+            'bundle "agent-message" was added to profile "web" but cannot load: row "agent-message": environment '
+            "variable PYDSH_NO_SUCH_VAR is not set (used as ${env:PYDSH_NO_SUCH_VAR})"
+        )
+        assert 'bundle "team-models" was added' in caplog.records[1].getMessage()
+        assert host.ctx.require("tools").lookup(None, "send_agent_message") is None
