@@ -19,6 +19,7 @@ import yaml
 
 import pydsh
 import pydsh.testing
+from tests.logs import stored_logs
 
 ROOT = Path(__file__).resolve().parent.parent
 READ = {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]}
@@ -72,8 +73,7 @@ async def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     printed = out.getvalue().splitlines()
     assert printed[:3] == ['-> glob {"pattern":"*.py"}', "One: app.py.", "[completed]"]
     assert printed[3].startswith("app.py, the only one. {'inputTokens': ")
-    sessions = [p for p in (home / "sessions").rglob("session.v4.jsonl")]
-    assert len(sessions) == 1
+    assert len(stored_logs(home / "sessions")) == 1
 
 
 # -- open and close -------------------------------------------------------------------------
@@ -119,7 +119,7 @@ async def test_close_interrupts_a_running_turn_and_keeps_the_log(workspace: Path
             await asyncio.sleep(0.01)
     assert agent.events[-1]["type"] == "turn/end"
     assert agent.events[-1]["data"]["reason"]["kind"] == "aborted"
-    assert len(list(home.rglob("session.v4.jsonl"))) == 1
+    assert len(stored_logs(home)) == 1
 
 
 # -- streaming ------------------------------------------------------------------------------
@@ -286,8 +286,8 @@ async def test_bad_input_is_one_clear_error(workspace: Path, tmp_path: Path) -> 
         await pydsh.open_host("nonesuch").start()
     with pytest.raises(pydsh.HostError, match='patch 1: row "x" has unknown field "colour"'):
         await pydsh.open_host(patches=[[{"insert": [{"id": "x", "name": "x", "colour": 1}]}]]).start()
-    bad_config = [{"id": "llm-retry", "config": {"nonesuch": 1}}]
-    with pytest.raises(pydsh.HostError, match='row "llm-retry"'):
+    bad_config = [{"id": "llm-openai-compat", "config": {"nonesuch": 1}}]
+    with pytest.raises(pydsh.HostError, match=r'row "llm-openai-compat".*nonesuch: Extra inputs are not permitted'):
         await pydsh.open_host(patches=[bad_config]).start()
     with pytest.raises(ValueError, match="entry 1: unknown scripted entry keys"):
         pydsh.testing.scripted_host([{"txt": "typo"}])

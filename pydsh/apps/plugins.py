@@ -28,11 +28,24 @@ Usage: pydsh plugin --profile <name> add <requirement>...
 
 Install plugin distributions with this interpreter's pip and add their bundles to a profile.
 A requirement is anything pip accepts: a name with a version specifier, a wheel, a URL or a
-local directory such as ./plugins/agent-message. pip reads its usual configuration (pip.conf,
-PIP_* environment variables), e.g. PIP_NO_INDEX=1 to install offline.
+local directory. pydsh's own plugins are added by name, offline, from the copies pydsh ships:
+agent-message and team-models (also spelled dsh-agent-message, @deepseek-ai/dsh-agent-message,
+pydsh-agent-message, ...). pip reads its usual configuration (pip.conf, PIP_* environment
+variables), e.g. PIP_NO_INDEX=1 to install offline.
 """
 
 ACTIONS = ("add", "remove", "list")
+PACKAGE = Path(__file__).resolve().parent.parent
+SHIPPED_WHEELS = PACKAGE / "shipped_plugins"
+"""Where the pydsh wheel carries the wheels of its own plugin distributions (built by ``plugins/build.py``)."""
+CHECKOUT_PLUGINS = PACKAGE.parent / "plugins"
+"""The plugin distributions' sources, when pydsh runs from a checkout (an editable install)."""
+FIRST_PARTY = {"pydsh-agent-message": "agent-message", "pydsh-team-models": "team-models"}
+"""pydsh's own plugin distributions, by the short name they are added by (their directory under ``plugins/``)."""
+WATCHED = "web-app"
+"""The shipped bundle whose rows include ``profile-watch``: a running process of its profile loads added bundles."""
+SPELLINGS = ("@deepseek-ai/dsh-", "pydsh-", "dsh-", "")
+"""Prefixes a short name may carry: the reference ecosystem's package names, the distribution's own."""
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _NAMED_REQUIREMENT = re.compile(rf"\s*({_NAME.pattern})\s*(?:\[[^\]]*\])?\s*(?:[<>=!~;@(]|$)")
 
@@ -119,6 +132,50 @@ def run_plugin(argv: list[str]) -> int:
         return exc.exit_code
     except (ProfileError, KernelError) as exc:
         return start_up_failed(exc)
+
+
+# -- pydsh's own plugin distributions -------------------------------------------------------
+
+
+def first_party(requirement: str) -> str | None:
+    """The first-party distribution ``requirement`` names in any of its spellings (``agent-message``,
+    ``dsh-agent-message``, ``@deepseek-ai/dsh-agent-message``, ``pydsh-agent-message``), else ``None``.
+
+    A requirement that names an existing path is a path, whatever it is called.
+    """
+    if os.path.exists(requirement):
+        return None
+    name = canonical(requirement.strip())
+    shorts = {name.removeprefix(prefix) for prefix in SPELLINGS if name.startswith(prefix)}
+    return next((dist for dist, short in FIRST_PARTY.items() if short in shorts), None)
+
+
+def shipped_requirement(distribution_name: str) -> str:
+    """What pip installs for a first-party distribution: the wheel shipped inside pydsh; else, from a
+    checkout, the installed copy by name or the source directory; else the name (for an index)."""
+    from pydsh.kernel.profiles import is_installed
+
+    wheels = sorted(SHIPPED_WHEELS.glob(f"{distribution_name.replace('-', '_')}-*.whl"))
+    if wheels:
+        return str(wheels[-1])
+    source = CHECKOUT_PLUGINS / FIRST_PARTY[distribution_name]
+    if not is_installed(distribution_name) and (source / "pyproject.toml").is_file():
+        return str(source)
+    return distribution_name
+
+
+def resolve_requirements(requirements: list[str]) -> list[str]:
+    """``requirements`` with each spelling of a first-party plugin replaced by what installs it offline."""
+    out = []
+    for requirement in requirements:
+        dist = first_party(requirement)
+        if dist is None:
+            out.append(requirement)
+            continue
+        where = shipped_requirement(dist)
+        print(f"pydsh: {requirement} is pydsh's own {dist}: installing {where}", file=sys.stderr)
+        out.append(where)
+    return out
 
 
 # -- pip -------------------------------------------------------------------------------------
@@ -260,8 +317,9 @@ def add(profile: str, requirements: list[str]) -> int:
 
     directory = ensure_profile(profile)
     raw_profile(directory)
-    report = pip_install(requirements)
-    distributions = installed_distributions(requirements, report)
+    resolved = resolve_requirements(requirements)
+    report = pip_install(resolved)
+    distributions = installed_distributions(resolved, report)
     if not distributions:
         raise PluginCommandError(f"error: cannot tell which distribution {' '.join(requirements)} installed", 1)
     wanted: dict[str, list[str]] = {}
@@ -281,9 +339,14 @@ def add(profile: str, requirements: list[str]) -> int:
         _check_clashes(profile, data.get("plugins") or {}, wanted)
         _record(data, wanted)
         write_profile(directory, data)
+    when = (
+        "a running pydsh web loads it at once if its plugins allow it, else it takes effect at the next start"
+        if WATCHED in data["bundles"]
+        else "it takes effect at the next start"
+    )
     for dist, bundles in wanted.items():
         names = ", ".join(f'"{b}"' for b in bundles)
-        print(f'added bundle {names} of {dist} to profile "{profile}"; it takes effect at the next start')
+        print(f'added bundle {names} of {dist} to profile "{profile}"; {when}')
     check_composes(profile)
     return 0
 
@@ -353,7 +416,7 @@ def remove(profile: str, distributions: list[str]) -> int:
         data = raw_profile(directory)
         plugins: dict[str, Any] = dict(data.get("plugins") or {})
         keys = []
-        for dist in distributions:
+        for dist in (first_party(name) or name for name in distributions):
             key = recorded(plugins, dist)
             if key is None:
                 listed = ", ".join(str(k) for k in plugins) or "none"

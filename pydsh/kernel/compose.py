@@ -1,7 +1,8 @@
 """Compositions: YAML rows, groups, includes, patch layers, interpolation, profiles (spec 01 §11).
 
 A process is a tree of rows composed from layers applied to an empty list: the profile's
-bundles, its ``patch.yml``, the home ``patch.yml`` and each ``--patch`` file. Every problem is
+bundles, its ``cordis.patch.yml`` and ``patch.yml``, the home's two, and each ``--patch`` file
+(:func:`pydsh.kernel.profiles.user_layers`). Every problem is
 a :class:`KernelError` ``COMPOSITION_INVALID`` naming the file and what is wrong with it.
 """
 

@@ -56,6 +56,8 @@ class PluginInfo:
     inject: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
     config_model: Any = None
+    hot_load: bool = False
+    """The plugin declares ``hot_load = True``: it may be loaded into a running process (``profile-watch``)."""
 
 
 _ENTRY_POINTS: dict[str, str] | None = None
@@ -69,6 +71,12 @@ def entry_point_table() -> dict[str, str]:
 
         _ENTRY_POINTS = plugin_entry_points()
     return _ENTRY_POINTS
+
+
+def forget_entry_points() -> None:
+    """Read the ``pydsh.plugins`` entry points afresh at the next lookup (a distribution was installed)."""
+    global _ENTRY_POINTS
+    _ENTRY_POINTS = None
 
 
 def _import_target(ref: str) -> object:
@@ -138,7 +146,16 @@ def resolve_plugin(name: str) -> PluginInfo:
         inject=tuple(getattr(target, "inject", ()) or ()),
         optional=tuple(getattr(target, "optional", ()) or ()),
         config_model=getattr(target, "Config", None),
+        hot_load=getattr(target, "hot_load", False) is True,
     )
+
+
+class InvalidConfig(KernelError):
+    """``CONFIG_INVALID`` with the locations of the keys the plugin's ``Config`` does not declare."""
+
+    def __init__(self, detail: str, unknown: list[tuple[Any, ...]]) -> None:
+        super().__init__("CONFIG_INVALID", detail)
+        self.unknown = unknown
 
 
 def validate_config(
@@ -146,35 +163,57 @@ def validate_config(
 ) -> Any:
     """Validate a row's (already interpolated) config with the plugin's ``Config`` model.
 
-    Keys pydsh does not know but DeepSeek Harness does are renamed or dropped, each dropped one
-    reported through ``warn``; ``origin`` names the patch layer that replaced the config, if any.
+    Keys pydsh does not know but DeepSeek Harness does are renamed or dropped, and on a plugin standing
+    for a reference plugin any other unknown key is dropped as the reference drops it; each dropped key
+    is reported through ``warn``. ``origin`` names the patch layer that replaced the config, if any.
     """
     try:
         return _validate(row_id, info, raw, origin)
-    except KernelError:
-        adapted = _reference_adapted(info.name, raw)
+    except InvalidConfig as exc:
+        adapted = _reference_adapted(row_id, info, raw, origin, exc)
         if adapted is None:
             raise
     config, notes = adapted
-    result = _validate(row_id, info, config, origin)
     for note in notes:
         (warn or log.warning)(f'row "{row_id}" ({info.name}): {note}')
-    return result
+    return config
 
 
-def _reference_adapted(plugin: str, raw: object) -> tuple[dict[str, Any], list[str]] | None:
+UNKNOWN_KEY_PASSES = 4
+"""Validations that may each reveal more unknown keys (a union branch chosen once another key is gone)."""
+
+
+def _reference_adapted(
+    row_id: str, info: PluginInfo, raw: object, origin: str, failure: InvalidConfig
+) -> tuple[Any, list[str]] | None:
+    """The validated config read as the reference reads it, with one note per key dropped; ``None`` if no
+    reference rule applies. A config that still fails raises that failure."""
     if not isinstance(raw, dict):
         return None
-    from pydsh.kernel.reference import adapt
+    from pydsh.kernel import reference
 
-    return adapt(plugin, raw)
+    renamed = reference.adapt(info.name, raw)
+    lenient = reference.reads_leniently(info.name)
+    if renamed is None and not (lenient and failure.unknown):
+        return None
+    config, notes = renamed if renamed is not None else (raw, [])
+    for _ in range(UNKNOWN_KEY_PASSES):
+        try:
+            return _validate(row_id, info, config, origin), notes
+        except InvalidConfig as exc:
+            config, removed = reference.without(config, exc.unknown) if lenient else (config, [])
+            if not removed:
+                raise
+            notes += [reference.unknown_key_note(location, info.config_model) for location in removed]
+    return _validate(row_id, info, config, origin), notes
 
 
 def _validate(row_id: str, info: PluginInfo, raw: object, origin: str) -> Any:
     model = info.config_model
     if model is None:
         if raw not in (None, {}):
-            raise KernelError("CONFIG_INVALID", f'row "{row_id}": plugin {info.name} takes no config')
+            keys: list[tuple[Any, ...]] = [(key,) for key in raw] if isinstance(raw, dict) else []
+            raise InvalidConfig(f'row "{row_id}": plugin {info.name} takes no config', keys)
         return None
     try:
         return model.model_validate({} if raw is None else raw)
@@ -190,7 +229,8 @@ def _validate(row_id: str, info: PluginInfo, raw: object, origin: str) -> Any:
                 f" (the config was replaced by {origin}: a patch replaces a row's whole config, "
                 "so restate every field the row needs)"
             )
-        raise KernelError("CONFIG_INVALID", f'row "{row_id}" ({info.name}): {problems}') from None
+        unknown: list[tuple[Any, ...]] = [tuple(err["loc"]) for err in errors if err["type"] == "extra_forbidden"]
+        raise InvalidConfig(f'row "{row_id}" ({info.name}): {problems}', unknown) from None
 
 
 async def apply_plugin(info: PluginInfo, ctx: Context, config: Any) -> Any:

@@ -1,6 +1,7 @@
 """Profiles under ``$DSH_HOME/profiles/<name>/`` and the layer order that composes them.
 
-A profile names its bundles in ``profile.yml`` and holds the user's own ``patch.yml``. Missing
+A profile names its bundles in ``profile.yml`` and holds the user's own ``patch.yml`` (and, in a home
+shared with DeepSeek Harness, that runtime's ``cordis.patch.yml``, applied as it applies it). Missing
 profiles are materialised from the templates shipped in the package (spec 01 §11.5). Bundles of
 third-party distributions degrade alone: one warning, the rest composes (spec 01 §15.3).
 """
@@ -294,6 +295,21 @@ def compose_bundles(name: str, bundles: list[str], plugins: dict[str, Any]) -> t
     return comp, uses
 
 
+REFERENCE_PATCH = "cordis.patch.yml"
+"""DeepSeek Harness's patch layer, in a profile directory and in the home (read as a pydsh patch layer)."""
+
+
+def user_layers(directory: Path) -> list[Path]:
+    """The user's patch files of profile ``directory``, in the order they apply (after its bundles).
+
+    DeepSeek Harness applies its profile's ``cordis.patch.yml``, then the home's, then ``--patch``
+    files; pydsh's own ``patch.yml`` of each place applies right after the reference's file there, so
+    a home shared by both runtimes composes alike in both and pydsh's layers have the last word.
+    """
+    home = dsh_home()
+    return [directory / REFERENCE_PATCH, directory / "patch.yml", home / REFERENCE_PATCH, home / "patch.yml"]
+
+
 def compose_profile(name: str, patches: list[str], extra_bundles: tuple[str, ...] = ()) -> Composition:
     """Compose profile ``name``: bundles, profile patch, home patch, then ``--patch`` files.
 
@@ -327,8 +343,7 @@ def _compose_profile(
     """The composition, and whether it was made from files alone (no third-party bundle)."""
     profile = read_profile(directory)
     comp, uses = compose_bundles(name, [*profile["bundles"], *extra_bundles], profile["plugins"])
-    layers = [directory / "patch.yml", dsh_home() / "patch.yml"]
-    for path in layers:
+    for path in user_layers(directory):
         if path.is_file():
             comp.apply_patch(read_yaml_file(path) or [], str(path))
         else:

@@ -1,4 +1,5 @@
-"""DeepSeek Harness compositions on pydsh: plugin-name aliases and the reference's config keys.
+"""DeepSeek Harness compositions on pydsh: plugin-name aliases, the reference's config keys and its rule
+for keys it does not know.
 
 Imported only when a row names a ``@deepseek-ai/`` plugin or a config fails validation, so the
 start-up path never pays for it. The README section "Coming from DeepSeek Harness" lists this table.
@@ -6,8 +7,10 @@ start-up path never pays for it. The README section "Coming from DeepSeek Harnes
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
+from difflib import get_close_matches
 from typing import Any
 
 from pydsh.kernel.errors import KernelError
@@ -44,6 +47,59 @@ BUILT_IN: dict[str, str] = {
     "@deepseek-ai/dsh-web-fetch-http": "tool-web fetches over HTTP itself, with the same limits",
 }
 """Reference plugins whose role pydsh fills inside another row: named in the skip warning."""
+
+SAME_NAME = frozenset(
+    {
+        "acp",
+        "agent",
+        "agent-default-model",
+        "agent-instructions",
+        "agent-loop",
+        "agent-preset",
+        "command-compact",
+        "compaction-basic",
+        "fs-observation-policy",
+        "llm",
+        "llm-retry",
+        "persona",
+        "repeat-tool-reminder",
+        "sandbox-policy",
+        "session",
+        "session-checkpoint-policy",
+        "session-persistence-jsonl",
+        "session-projection",
+        "session-title",
+        "spill-policy",
+        "subagent",
+        "system-prompt",
+        "time-context",
+        "token-meter",
+        "tool-ask-user",
+        "tool-bash",
+        "tool-fs",
+        "tool-fs-search",
+        "tool-jobs",
+        "tool-skill",
+        "tool-subagent",
+        "tool-todo",
+        "tool-web",
+        "tool-working-directory",
+        "tools",
+        "user-questions",
+        "web-app",
+        "working-directory",
+    }
+)
+"""pydsh plugins whose reference counterpart has the same name (``@deepseek-ai/dsh-<name>``), read off the
+reference's composed profiles (``dsh --profile P --dump-config`` for web, headless, sdk, sdk-minimal, acp)."""
+
+LENIENT = SAME_NAME | frozenset(ALIASES.values())
+"""pydsh plugins that stand for a reference plugin. The reference validates a config by its schema and
+drops every key the schema does not name, at any depth, without a word (0.2.1rc2: a patch putting
+``persona`` on ``system-prompt``, or unknown keys inside ``permission``'s presets, starts it), while it
+still refuses a known key of the wrong type. So on these rows pydsh ignores a key it does not know, with
+one warning naming it; on pydsh's own plugins (``llm-openai-compat``, ``mcp-client``, ``invariants``,
+third-party plugins, …) an unknown key stays an error."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +156,7 @@ KEYS: dict[str, dict[str, Key]] = {
             "preparedSessionCacheSize",
         )
     },
+    "persistent-bash": {"backendType": INERT, "maxOutputChars": INERT},
     "tool-bash": {"enableRunInBackground": INERT, "promoteOnTimeout": INERT},
     "tool-fs": {
         key: INERT for key in ("readImage", "readLimit", "readMaxBytes", "readMaxLineLength", "readStreamMinSize")
@@ -132,6 +189,12 @@ KEYS: dict[str, dict[str, Key]] = {
         "fetchMaxOutputChars": Key(to="maxOutputChars"),
     },
     "tools": {"mode": Key(native="native", hint="pydsh calls tools natively"), "maxParallelSubCalls": INERT},
+    "web-app": {
+        "openBrowser": Key(hint="pass --no-open to pydsh web"),
+        "printUrl": INERT,
+        "publicUrl": INERT,
+        "surfaceContext": INERT,
+    },
     "working-directory": {"defaultDirectory": Key(hint="sessions start in the cwd their frontend gives")},
 }
 """Per pydsh plugin: the reference's config keys its ``Config`` does not carry under that name."""
@@ -171,6 +234,53 @@ def adapt(plugin: str, raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]] 
             hint = f"; {rule.hint}" if rule.hint else ""
             inert.append(f"{key}: a DeepSeek Harness key that has no effect here{hint}")
     return out, inert
+
+
+def reads_leniently(plugin: str) -> bool:
+    """Whether keys pydsh does not know are ignored on ``plugin``'s rows, as the reference ignores them."""
+    return plugin in LENIENT
+
+
+def unknown_key_note(location: tuple[Any, ...], model: Any) -> str:
+    """The one warning for a key pydsh ignores: where it is and, for a top-level key, the key it resembles."""
+    path = ".".join(str(part) for part in location)
+    note = f"{path}: a key pydsh does not know; ignored, as DeepSeek Harness ignores keys it does not know"
+    if len(location) == 1 and isinstance(location[0], str):
+        close = get_close_matches(location[0], known_keys(model), n=1, cutoff=0.8)
+        if close:
+            note += f' (did you mean "{close[0]}"?)'
+    return note
+
+
+def known_keys(model: Any) -> list[str]:
+    """The config keys a ``Config`` model declares (none when the plugin takes no config)."""
+    names: list[str] = []
+    for klass in reversed(getattr(model, "__mro__", ())):
+        names += [n for n in vars(klass).get("__annotations__", {}) if not n.startswith(("_", "model_"))]
+    return list(dict.fromkeys(names))
+
+
+def without(config: Any, locations: list[tuple[Any, ...]]) -> tuple[Any, list[tuple[Any, ...]]]:
+    """A copy of ``config`` without the keys at ``locations``, and the locations that were found and removed."""
+    out = copy.deepcopy(config)
+    removed = []
+    for location in locations:
+        holder = out
+        for part in location[:-1]:
+            holder = _child(holder, part)
+        if isinstance(holder, dict) and location and location[-1] in holder:
+            del holder[location[-1]]
+            removed.append(location)
+    return out, removed
+
+
+def _child(value: Any, part: Any) -> Any:
+    """``value[part]`` for a dict key or a list index, else ``None`` (the location is not in the raw config)."""
+    if isinstance(value, dict):
+        return value.get(part)
+    if isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+        return value[part]
+    return None
 
 
 _QUOTED = r"""(?:'([^'$]*)'|"([^"$]*)")"""

@@ -25,11 +25,12 @@ INTERPOLATION = {
 }
 DESCRIPTION = (
     "The composed row list printed by --dump-config. $defs.patchList describes a patch layer (a profile's "
-    "patch.yml, $DSH_HOME/patch.yml or a --patch file). x-pydsh.rows maps each row of this profile to the "
-    "schema of its config."
+    "cordis.patch.yml or patch.yml, $DSH_HOME's, or a --patch file). x-pydsh.rows maps each row of this "
+    "profile to the schema of its config."
 )
 COMMENT = (
-    "Layers apply in order: the profile's bundles, its patch.yml, $DSH_HOME/patch.yml, then each --patch. "
+    "Layers apply in order: the profile's bundles, its cordis.patch.yml and patch.yml, $DSH_HOME's two, then "
+    "each --patch. "
     "A patch's config replaces the row's whole config. Service dependencies and plugin start-up are "
     "checked only when the profile loads."
 )

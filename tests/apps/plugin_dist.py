@@ -6,6 +6,8 @@ installs it with no index and no build dependencies.
 
 from __future__ import annotations
 
+import os
+import shutil
 import site
 import subprocess
 import sys
@@ -92,9 +94,10 @@ def make_distribution(
     return root
 
 
-def make_venv(path: Path) -> Path:
+def make_venv(path: Path, *, hide: tuple[str, ...] = ()) -> Path:
     """A virtual environment that also sees this interpreter's packages (pip and pydsh's dependencies)
-    while installing into its own; returns its python."""
+    while installing into its own; entries of theirs whose name contains one of ``hide`` (an import
+    package, its metadata, its editable hook) stay out of sight. Returns its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     python = path / "bin" / "python"
     own = subprocess.run(
@@ -103,8 +106,42 @@ def make_venv(path: Path) -> Path:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    parents = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
+    if hide:
+        parents = [_mirror(parent, path / f"parent-{i}", hide) for i, parent in enumerate(parents)]
     (Path(own) / "parent-environment.pth").write_text(
-        "".join(f"import site; site.addsitedir({p!r})\n" for p in parents)
+        "".join(f"import site; site.addsitedir({str(p)!r})\n" for p in parents)
     )
     return python
+
+
+def _mirror(parent: Path, mirror: Path, hide: tuple[str, ...]) -> Path:
+    """A directory of links to ``parent``'s entries, but for those whose name contains one of ``hide``."""
+    mirror.mkdir()
+    for entry in parent.iterdir():
+        if not any(word in entry.name.lower() for word in hide):
+            (mirror / entry.name).symlink_to(entry)
+    return mirror
+
+
+SOURCES = ("pyproject.toml", "README.md", "MANIFEST.in", "pydsh", "plugins")
+LEFT_OUT = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", "tests_*")
+
+
+def build_pydsh_wheel(repo: Path, out: Path) -> Path:
+    """pydsh's wheel, built offline from a copy of the checkout as ``pip wheel`` builds it for a user."""
+    source = out.parent / "pydsh-source"
+    source.mkdir(parents=True)
+    for name in SOURCES:
+        if (repo / name).is_dir():
+            shutil.copytree(repo / name, source / name, ignore=LEFT_OUT)
+        else:
+            shutil.copy2(repo / name, source / name)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)],
+        env={**os.environ, "PIP_NO_INDEX": "1"},
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = out.glob("pydsh-*.whl")
+    return wheel

@@ -35,6 +35,7 @@ from acp.schema import (
 
 from pydsh.testing import mcp_server
 from pydsh.tools.mcp import normalize_server_name, public_tool_name
+from tests import logs
 
 REPO = Path(__file__).resolve().parents[2]
 INVALID, INTERNAL, NOT_FOUND = -32602, -32603, -32601
@@ -142,13 +143,11 @@ async def rejected(call: Any, code: int = INVALID) -> str:
 
 
 def stored_log(session_id: str) -> Path:
-    found = list((Path(os.environ["DSH_HOME"]) / "sessions").glob(f"*/{session_id}/session.v4.jsonl"))
-    assert len(found) == 1, found
-    return found[0]
+    return logs.stored_log(Path(os.environ["DSH_HOME"]) / "sessions", session_id)
 
 
 def logged(session_id: str) -> list[dict[str, Any]]:
-    lines = stored_log(session_id).read_text().splitlines()
+    lines = logs.log_lines(stored_log(session_id))
     return [json.loads(line) for line in lines[1:]]
 
 
@@ -202,7 +201,7 @@ async def test_new_session_errors_and_success(tmp_path: Path, workspace: Path) -
         assert await rejected(bad) == "mcpServers[0] transport sse is not supported"
         response = await b.conn.new_session(cwd=str(workspace), mcp_servers=[])
         assert uuid.UUID(response.session_id).version == 4
-        header = json.loads(stored_log(response.session_id).read_text().splitlines()[0])
+        header = json.loads(logs.log_lines(stored_log(response.session_id))[0])
         assert header["cwd"] == str(workspace)
         options = {o.root.id if hasattr(o, "root") else o.id: o for o in response.config_options}
         assert set(options) == {"model", "reasoning_effort"}
@@ -424,7 +423,7 @@ async def test_list_pages_with_cursors_and_skips_subagents(tmp_path: Path, works
         for sid in ids:
             await b.conn.close_session(session_id=sid)
         home = Path(os.environ["DSH_HOME"])
-        child = stored_log(ids[0]).read_text().splitlines()
+        child = logs.log_lines(stored_log(ids[0]))
         header = {**json.loads(child[0]), "id": "child", "origin": "subagent", "parentSession": ids[0]}
         child_dir = stored_log(ids[0]).parent.parent / "child"
         child_dir.mkdir()
@@ -445,7 +444,7 @@ async def test_list_pages_with_cursors_and_skips_subagents(tmp_path: Path, works
         assert [len(p) for p in pages] == [2, 2, 1]
         flat = [sid for page in pages for sid in page]
         assert sorted(flat) == sorted(ids)
-        headers = {sid: json.loads(stored_log(sid).read_text().splitlines()[0]) for sid in flat}
+        headers = {sid: json.loads(logs.log_lines(stored_log(sid))[0]) for sid in flat}
         keys = [(-headers[s]["createdAt"], s.encode()) for s in flat]
         assert keys == sorted(keys)
 

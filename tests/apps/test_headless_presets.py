@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from tests.apps.test_headless import patch_file, run
+from tests.logs import log_lines, stored_log
 
 ROSTER = [{"id": "presets", "name": "pydsh:include", "config": {"bundle": "presets"}}]
 
@@ -38,6 +39,5 @@ def test_a_roster_profile_joins_the_named_preset(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1])["finish_reason"] == "completed"
     assert "without joining an agent preset" not in result.stderr
-    [log] = Path(os.environ["DSH_HOME"]).glob("sessions/*/s-1/session.v4.jsonl")
-    header = json.loads(log.read_text().splitlines()[0])
+    header = json.loads(log_lines(stored_log(Path(os.environ["DSH_HOME"]) / "sessions", "s-1"))[0])
     assert header["agentPreset"] == "minimal"

@@ -367,3 +367,74 @@ def test_a_bundle_file_outside_its_package_is_skipped_unread(pip: FakePip, tmp_p
         f'bundle "demo-plug" skipped: distribution demo-plug 1.0: its bundle file demo_plug:{resource} is '
         "outside package demo_plug; nothing outside a distribution's package is read"
     ]
+
+
+# -- pydsh's own plugin distributions are added by name, offline ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spelling", "distribution"),
+    [
+        ("agent-message", "pydsh-agent-message"),
+        ("dsh-agent-message", "pydsh-agent-message"),
+        ("@deepseek-ai/dsh-agent-message", "pydsh-agent-message"),
+        ("pydsh-agent-message", "pydsh-agent-message"),
+        ("Agent_Message", "pydsh-agent-message"),
+        ("team-models", "pydsh-team-models"),
+        ("dsh-team-models", "pydsh-team-models"),
+        ("@deepseek-ai/dsh-team-models", "pydsh-team-models"),
+        ("agent-messages", None),
+        ("pydsh-agent-message>=0.1", None),
+        ("dsh-tool-bash", None),
+    ],
+)
+def test_the_spellings_of_pydsh_s_own_plugins(spelling: str, distribution: str | None) -> None:
+    assert plugins.first_party(spelling) == distribution
+
+
+def test_a_path_named_like_a_shipped_plugin_is_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "team-models").mkdir()
+    assert plugins.first_party("team-models") is None
+
+
+@pytest.fixture
+def shipped(pip: FakePip, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A first-party ``demo-plug`` (short name ``demo``) whose wheel ships inside pydsh."""
+    wheels = tmp_path / "shipped_plugins"
+    wheels.mkdir()
+    wheel = wheels / "demo_plug-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    monkeypatch.setattr(plugins, "SHIPPED_WHEELS", wheels)
+    monkeypatch.setattr(plugins, "FIRST_PARTY", {"demo-plug": "demo"})
+    pip.index[str(wheel)] = FakeDist("demo-plug", bundles={"demo-plug": BUNDLE})
+    return wheel
+
+
+@pytest.mark.parametrize("spelling", ["demo", "dsh-demo", "@deepseek-ai/dsh-demo"])
+def test_a_shipped_plugin_is_added_by_name_from_its_shipped_wheel(
+    pip: FakePip, shipped: Path, spelling: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plugin", "--profile", "web", "add", spelling]) == 0
+    assert pip.calls[0][3:] == [str(shipped)]
+    out, err = capsys.readouterr()
+    assert err.startswith(f"pydsh: {spelling} is pydsh's own demo-plug: installing {shipped}\n")
+    assert out == (
+        'added bundle "demo-plug" of demo-plug to profile "web"; a running pydsh web loads it at once if its plugins '
+        "allow it, else it takes effect at the next start\n"
+    )
+    assert "plugins:\n  demo-plug: [demo-plug]\n" in profile_text("web")
+    assert main(["plugin", "--profile", "web", "remove", spelling]) == 0
+    assert pip.calls[-1] == ["uninstall", "-y", "demo-plug"]
+    assert "demo-plug" not in profile_text("web")
+
+
+def test_from_a_checkout_a_shipped_plugin_comes_from_its_installed_copy_or_its_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(plugins, "SHIPPED_WHEELS", tmp_path / "not-built")
+    assert plugins.shipped_requirement("pydsh-agent-message") == "pydsh-agent-message"
+    monkeypatch.setattr(plugins, "FIRST_PARTY", {"pydsh-absent": "agent-message"})
+    assert plugins.shipped_requirement("pydsh-absent") == str(REPO / "plugins" / "agent-message")
+    monkeypatch.setattr(plugins, "CHECKOUT_PLUGINS", tmp_path / "no-checkout")
+    assert plugins.shipped_requirement("pydsh-absent") == "pydsh-absent"

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from tests.apps.plugin_dist import make_distribution, make_venv
+from tests.apps.plugin_dist import build_pydsh_wheel, make_distribution, make_venv
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = """\
@@ -70,3 +74,70 @@ def test_add_run_and_remove_in_a_virtual_environment(tmp_path: Path) -> None:
     assert "Successfully uninstalled pydsh-demo-plug-0.1.0" in removed.stderr
     assert "demo-plug" not in pydsh("plugin", "--profile", "headless", "list").stdout
     assert pydsh("--profile", "headless", "--dump-config").stderr == ""
+
+
+def test_a_wheel_install_adds_pydsh_s_own_plugins_by_name_offline_and_a_running_web_loads_one(tmp_path: Path) -> None:
+    """From pydsh's wheel alone, with no index: the seed's spellings install the shipped plugin wheels, and a
+    ``pydsh web`` already running loads agent-message at once and says team-models waits for its next start."""
+    wheel = build_pydsh_wheel(REPO, tmp_path / "dist")
+    python = make_venv(tmp_path / "venv", hide=("pydsh",))
+    env = {**os.environ, "PIP_NO_INDEX": "1", "DSH_HOME": str(tmp_path / "home")}
+    env.pop("PYTHONPATH", None)
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(python), *args], cwd=work, env=env, capture_output=True, text=True, timeout=180)
+
+    assert run("-c", "import pydsh").returncode == 1
+    installed = run("-m", "pip", "install", "--no-deps", str(wheel))
+    assert installed.returncode == 0, installed.stderr
+    web = subprocess.Popen(
+        [str(python), "-m", "pydsh", "web", "--port", "0", "--no-open"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    said: list[str] = []
+    try:
+        assert web.stdout is not None and web.stdout.readline().startswith("pydsh web: http://127.0.0.1:")
+        threading.Thread(target=lambda: said.extend(web.stderr or ()), daemon=True).start()
+        added = run("-m", "pydsh", "plugin", "--profile", "web", "add", "@deepseek-ai/dsh-agent-message")
+        assert added.returncode == 0, added.stderr
+        shipped = Path(run("-c", "import pydsh; print(pydsh.__file__)").stdout.strip()).parent / "shipped_plugins"
+        assert added.stderr.startswith(
+            "pydsh: @deepseek-ai/dsh-agent-message is pydsh's own pydsh-agent-message: installing "
+            f"{shipped / 'pydsh_agent_message-0.1.0-py3-none-any.whl'}\n"
+        )
+        assert "Successfully installed pydsh-agent-message-0.1.0" in added.stderr
+        assert added.stdout == (
+            'added bundle "agent-message" of pydsh-agent-message to profile "web"; a running pydsh web loads it at '
+            "once if its plugins allow it, else it takes effect at the next start\n"
+        )
+        loaded = 'bundle "agent-message" was added to profile "web": loaded without a restart'
+        assert wait_for(lambda: any(loaded in line for line in said)), said
+        added = run("-m", "pydsh", "plugin", "--profile", "web", "add", "dsh-team-models")
+        assert added.returncode == 0, added.stderr
+        assert wait_for(lambda: any('bundle "team-models" was added' in line for line in said)), said
+        assert "it takes effect at the next start: plugin team-models does not declare" in said[-1]
+        listing = run("-m", "pydsh", "plugin", "--profile", "web", "list").stdout.splitlines()
+        assert listing[-2:] == [
+            "agent-message  pydsh-agent-message 0.1.0  ok",
+            "team-models  pydsh-team-models 0.1.0  ok",
+        ]
+    finally:
+        web.send_signal(signal.SIGTERM)
+        web.wait(timeout=30)
+    assert web.returncode == 0, said
+
+
+def wait_for(check: Callable[[], bool], seconds: float = 20) -> bool:
+    """Whether ``check()`` turns true within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False

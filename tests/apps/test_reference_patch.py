@@ -83,6 +83,8 @@ async def test_a_reference_patch_starts_headless_and_takes_effect(tmp_path: Path
         'row "session-stats" (@deepseek-ai/dsh-session-stats) skipped: pydsh has no such plugin',
         'row "session-persistence-jsonl" (session-persistence-jsonl): listConcurrency: a DeepSeek Harness key '
         "that has no effect here",
+        'row "system-prompt" (system-prompt): persona: a key pydsh does not know; ignored, as DeepSeek Harness '
+        "ignores keys it does not know",
         'row "sandbox-policy" (sandbox-policy): mode: a DeepSeek Harness key that has no effect here; set the '
         "permission row's mode or DSH_PERMISSION_MODE",
         'row "sandbox-policy" (sandbox-policy): workspaceRoot: a DeepSeek Harness key that has no effect here; '

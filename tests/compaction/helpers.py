@@ -69,9 +69,13 @@ async def compaction_host(
     *,
     window: int | None = WINDOW,
     pruner: bool = True,
+    patches: tuple[list[dict[str, Any]], ...] = (),
 ) -> tuple[Host, Summariser]:
     host = await start_host(
-        script, bundles=("base",), patches=([{"insert": rows(compaction, pruner=pruner)}],), providers=providers(window)
+        script,
+        bundles=("base",),
+        patches=([{"insert": rows(compaction, pruner=pruner)}], *patches),
+        providers=providers(window),
     )
     return host, Summariser(host)
 

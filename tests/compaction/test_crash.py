@@ -17,6 +17,7 @@ from typing import Any
 from pydsh.session.log import Session
 from pydsh.session.persistence.jsonl import JsonlPersistence
 from tests.compaction.helpers import canon, compaction_host, write_lines
+from tests.logs import PLAIN_LOGS, stored_log
 
 REPO = Path(__file__).resolve().parents[2]
 TRIALS = 30
@@ -28,9 +29,11 @@ def read(n: int) -> dict[str, Any]:
     return {"tool_calls": [{"name": "read", "arguments": {"file_path": "f.txt", "offset": n, "limit": 10}}]}
 
 
-async def make_session(cwd: Path) -> tuple[str, list[dict[str, Any]]]:
+async def make_session(cwd: Path, *, plain: bool = False) -> tuple[str, list[dict[str, Any]]]:
+    """A session of six reads; ``plain`` writes its log as plain lines (for tests that cut it line by line)."""
     write_lines(cwd / "f.txt", 100)
-    host, _s = await compaction_host([read(i * 10 + 1) for i in range(6)] + [{"text": "done"}], window=128000)
+    script = [read(i * 10 + 1) for i in range(6)] + [{"text": "done"}]
+    host, _s = await compaction_host(script, window=128000, patches=(PLAIN_LOGS,) if plain else ())
     try:
         handle = await host.create(cwd)
         await host.run(handle.agent, "read f.txt")
@@ -107,12 +110,13 @@ def test_sigkill_at_random_points_of_a_compaction(tmp_path: Path) -> None:
 def test_a_torn_write_anywhere_in_the_compaction_leaves_old_or_new(tmp_path: Path) -> None:
     """Cut a finished compaction's log at every line boundary and inside every line it wrote."""
     template = Path(os.environ["DSH_HOME"])
-    session_id, old_view = asyncio.run(make_session(tmp_path))
+    session_id, old_view = asyncio.run(make_session(tmp_path, plain=True))
     home = tmp_path / "done"
     shutil.copytree(template, home)
     code, out = trial_to_the_end(home, session_id)
     assert code == 0 and out.endswith("done\n")
-    path = next(home.rglob("session.v4.jsonl"))
+    path = stored_log(home)
+    assert path.name == "session.v4.jsonl"
     data = path.read_bytes()
     lines = data.splitlines(keepends=True)
     first = len(b"".join(lines[: len(lines) - 5]))

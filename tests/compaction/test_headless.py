@@ -8,11 +8,11 @@ from typing import Any
 
 from tests.apps.test_headless import patch_file, run
 from tests.compaction.helpers import summary_text, write_lines
+from tests.logs import log_lines, stored_log
 
 
 def log_events(home: Path, session_id: str) -> list[dict[str, Any]]:
-    path = next(home.rglob(f"{session_id}/session.v4.jsonl"))
-    return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    return [json.loads(line) for line in log_lines(stored_log(home, session_id))[1:]]
 
 
 def first_run(tmp_path: Path) -> None:

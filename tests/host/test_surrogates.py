@@ -13,6 +13,7 @@ import pytest
 import pydsh
 from pydsh.kernel.text import utf8, without_lone_surrogates
 from pydsh.session.events import snapshot
+from tests.logs import PLAIN_LOGS
 
 HALF_EMOJI = "\ud83d"
 
@@ -88,7 +89,8 @@ async def test_a_stored_session_holding_a_lone_surrogate_resumes_and_completes_a
     home = tmp_path / "home"
     model = Model(['"first"', '"second"'])
     transport = httpx.MockTransport(model)
-    async with pydsh.open_host(cwd=workspace, dsh_home=home, transport=transport) as host:
+    plain = pydsh.open_host(cwd=workspace, dsh_home=home, transport=transport, patches=[PLAIN_LOGS])
+    async with plain as host:
         agent = await host.create_agent(session_id="s1")
         await agent.run("marker-text")
     [log] = home.rglob("session.v4.jsonl")

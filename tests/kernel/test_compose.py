@@ -138,6 +138,64 @@ def test_profile_materialised_from_template_and_layer_order(monkeypatch: pytest.
     assert retry.disabled is False
 
 
+# What DeepSeek Harness 0.2.1rc2 itself left in a shared home: its profile patch layer, comments and all.
+REFERENCE_PROFILE_PATCH = """\
+# Your patch layer for this dsh profile, applied after every bundle layer:
+# a top-level YAML array of loader patch entries (id-targeted config
+# overrides, disables, and insert lists; `!!js` expressions allowed).
+- {id: tool-todo, disabled: true}
+- {id: tool-web, config: {fetch: true, search: false}, disabled: true}
+"""
+
+
+@pytest.mark.parametrize("profile", ["sdk", "headless", "acp", "embed"])
+def test_a_reference_profile_patch_in_the_profile_applies_as_the_reference_applies_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, profile: str
+) -> None:
+    monkeypatch.setenv("DSH_HOME", str(tmp_path))
+    (ensure_profile(profile) / "cordis.patch.yml").write_text(REFERENCE_PROFILE_PATCH)
+    rows = {r.id: r for r in compose_profile(profile, []).rows}
+    assert rows["tool-todo"].disabled is True and rows["tool-web"].disabled is True
+    assert rows["tool-fs"].disabled is False
+
+
+def test_reference_and_pydsh_patch_layers_apply_profile_first_then_home_then_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The reference applies bundles, the profile's cordis.patch.yml, the home's, then --patch; pydsh's own
+    patch.yml of each place follows the reference's file of the same place."""
+    monkeypatch.setenv("DSH_HOME", str(tmp_path))
+    directory = ensure_profile("sdk")
+    layers = {
+        directory / "cordis.patch.yml": "profile-cordis",
+        directory / "patch.yml": "profile-patch",
+        tmp_path / "cordis.patch.yml": "home-cordis",
+        tmp_path / "patch.yml": "home-patch",
+        tmp_path / "extra.yml": "command-line",
+    }
+    seen = []
+    for path, label in layers.items():
+        path.write_text(f"- {{id: llm-retry, config: {{maxAttempts: 1, label: {label}}}}}\n")
+        comp = compose_profile("sdk", [str(tmp_path / "extra.yml")] if label == "command-line" else [])
+        retry = next(r for r in comp.rows if r.id == "llm-retry")
+        seen.append((retry.config["label"], retry.config_source))
+    assert seen == [(label, str(path)) for path, label in layers.items()]
+    for path in list(layers)[1:]:
+        path.unlink()
+    assert next(r for r in compose_profile("sdk", []).rows if r.id == "llm-retry").config["label"] == "profile-cordis"
+
+
+def test_a_reference_profile_patch_pydsh_cannot_read_stops_start_up_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DSH_HOME", str(tmp_path))
+    path = ensure_profile("sdk") / "cordis.patch.yml"
+    path.write_text("- {id: plan-mode, disabled: !!js \"!ctx.get('profileContext')\"}\n")
+    with pytest.raises(KernelError) as info:
+        compose_profile("sdk", [])
+    assert info.value.detail.startswith(f"{path}: unsupported !!js expression \"!ctx.get('profileContext')\"")
+
+
 def test_unknown_profile_lists_templates(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DSH_HOME", str(tmp_path))
     with pytest.raises(ProfileError) as info:

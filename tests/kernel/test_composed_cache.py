@@ -52,6 +52,13 @@ def test_a_new_home_patch_is_picked_up(isolated_home: Path) -> None:
     assert warnings == [f'{isolated_home / "patch.yml"}: patch targets unknown row "nowhere"; skipped']
 
 
+def test_a_reference_profile_patch_appearing_later_is_picked_up(isolated_home: Path) -> None:
+    snapshot()
+    (profile_dir("sdk") / "cordis.patch.yml").write_text("- {id: tool-todo, disabled: true}\n")
+    rows, _ = snapshot()
+    assert next(r for r in rows if r["id"] == "tool-todo")["disabled"] is True
+
+
 def test_a_fresh_home_with_the_same_files_reuses_the_entry(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, isolated_home: Path
 ) -> None:

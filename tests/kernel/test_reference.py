@@ -139,24 +139,74 @@ def test_reference_keys_without_effect_here_are_accepted_with_one_warning_each()
     ]
 
 
+UNKNOWN = "a key pydsh does not know; ignored, as DeepSeek Harness ignores keys it does not know"
+
+
 @pytest.mark.parametrize(
-    ("name", "config", "error"),
+    ("name", "config", "field", "value", "notes"),
     [
-        ("tool-todo", {"bogus": 1}, 'CONFIG_INVALID: row "r": plugin tool-todo takes no config'),
-        ("tool-todo", {"bogus": 1, "allowParallelInProgress": True}, 'row "r": plugin tool-todo takes no config'),
+        ("system-prompt", {"persona": "I review."}, "personaPrefix", None, [f"persona: {UNKNOWN}"]),
         (
-            "tool-jobs",
-            {"bogus": 1, "waitTimeoutMs": 5},
-            'CONFIG_INVALID: row "r" (tool-jobs): bogus: Extra inputs are not permitted',
+            "system-prompt",
+            {"personaPrefx": "Be brief.", "includeHarnessIdentity": False},
+            "includeHarnessIdentity",
+            False,
+            [f'personaPrefx: {UNKNOWN} (did you mean "personaPrefix"?)'],
         ),
+        ("tool-todo", {"bogus": 1, "allowParallelInProgress": True}, None, None, [f"bogus: {UNKNOWN}"]),
+        ("tool-jobs", {"bogus": 1, "waitTimeoutMs": 5}, "defaultWaitMs", 5, [f"bogus: {UNKNOWN}"]),
         (
             "session-persistence-jsonl",
-            {"root": "/s", "compresion": "zstd"},
-            'CONFIG_INVALID: row "r" (session-persistence-jsonl): compresion: Extra inputs are not permitted',
+            {"root": "/s", "compresion": "none"},
+            "compression",
+            "zstd",
+            [f'compresion: {UNKNOWN} (did you mean "compression"?)'],
+        ),
+        (
+            "llm-deepseek",
+            {"models": [{"id": "m", "contextWindow": 9, "vision": True}], "listConcurrency": 2},
+            "models",
+            None,
+            [f"models.0.vision: {UNKNOWN}", f"listConcurrency: {UNKNOWN}"],
         ),
     ],
 )
-def test_keys_neither_runtime_knows_are_refused_with_today_s_error(name: str, config: object, error: str) -> None:
+def test_keys_pydsh_does_not_know_on_a_reference_plugin_s_row_are_ignored_with_one_warning_each(
+    name: str, config: dict[str, object], field: str | None, value: object, notes: list[str]
+) -> None:
+    """DeepSeek Harness 0.2.1rc2 drops keys its schema does not name, at any depth, and starts."""
+    result, seen = validated(name, config)
+    if field == "models":
+        assert [(m.id, m.contextWindow) for m in result.models] == [("m", 9)]
+    elif field is not None:
+        assert getattr(result, field) == value
+    assert sorted(seen) == sorted(f'row "r" ({name}): {note}' for note in notes)
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "error"),
+    [
+        (
+            "llm-openai-compat",
+            {"providers": [], "provider": "local"},
+            'CONFIG_INVALID: row "r" (llm-openai-compat): provider: Extra inputs are not permitted',
+        ),
+        (
+            "invariants",
+            {"enabld": True},
+            'CONFIG_INVALID: row "r" (invariants): enabld: Extra inputs are not permitted',
+        ),
+        (
+            "system-prompt",
+            {"persona": "x", "personaPrefix": 5},
+            'CONFIG_INVALID: row "r" (system-prompt): personaPrefix: Input should be a valid string',
+        ),
+    ],
+)
+def test_unknown_keys_on_pydsh_s_own_plugins_and_wrong_types_anywhere_are_refused(
+    name: str, config: object, error: str
+) -> None:
+    """pydsh's own plugins have no reference reading to follow; a known key of the wrong type fails in both."""
     with pytest.raises(KernelError) as info:
         validated(name, config)
     assert str(info.value).endswith(error)

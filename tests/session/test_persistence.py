@@ -379,16 +379,22 @@ asyncio.run(main(Path(sys.argv[1])))
     assert out.stdout.split() == ["False", "True"]
 
 
-@pytest.mark.parametrize(("profile", "compression"), [("sdk", "zstd"), ("headless", None), ("embed", None)])
-def test_the_sdk_profile_writes_zstd_like_the_reference(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, profile: str, compression: str | None
+@pytest.mark.parametrize("profile", ["sdk", "headless", "embed", "web", "acp"])
+def test_every_profile_writes_zstd_like_the_reference(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, profile: str
 ) -> None:
     from pydsh.kernel.profiles import compose_profile
 
     monkeypatch.setenv("DSH_HOME", str(tmp_path))
     row = next(r for r in compose_profile(profile, []).rows if r.id == "session-persistence-jsonl")
-    assert row.config.get("compression") == compression
-    assert row.config["root"] == "${home:sessions}"
+    assert row.config == {"root": "${home:sessions}", "compression": "zstd"}
+
+
+def test_a_persistence_config_without_compression_writes_zstd_as_the_reference_does() -> None:
+    from pydsh.kernel.plugin import resolve_plugin, validate_config
+
+    config = validate_config("p", resolve_plugin("session-persistence-jsonl"), {"root": "/s"})
+    assert config.compression == "zstd"
 
 
 def run_child(*args: str, **kw: object) -> subprocess.Popen[str]:

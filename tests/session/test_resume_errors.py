@@ -16,14 +16,14 @@ from pydsh.session.errors import SessionReadOnlyError
 from pydsh.testing import scripted_patch
 from tests.agent.harness import compose, start_host
 from tests.apps.test_headless import patch_file, run
+from tests.logs import PLAIN_LOGS_YAML, stored_log
 from tests.sdk.conftest import Raw, error_of
 from tests.session.test_persistence import stored, turn
 from tests.session.test_persistence_faults import Faults, refuse_open, set_aside_files
 
 
 def log_of(session_id: str) -> Path:
-    [path] = (Path(os.environ["DSH_HOME"]) / "sessions").glob(f"*/{session_id}/session.v4.jsonl")
-    return path
+    return stored_log(Path(os.environ["DSH_HOME"]) / "sessions", session_id)
 
 
 def test_headless_resume_of_a_directory_in_place_of_the_log_is_one_line_exit_one(tmp_path: Path) -> None:
@@ -39,6 +39,7 @@ def test_headless_resume_of_a_directory_in_place_of_the_log_is_one_line_exit_one
 
 
 def test_headless_resume_sets_damaged_lines_aside_with_one_warning(tmp_path: Path) -> None:
+    (Path(os.environ["DSH_HOME"]) / "patch.yml").write_text(PLAIN_LOGS_YAML)
     patch = patch_file(tmp_path, [{"text": "first"}, {"text": "second"}])
     first = run("--profile", "headless", "--patch", str(patch), "go", "--session", "s1", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
@@ -82,10 +83,10 @@ async def test_resume_of_a_log_that_cannot_be_written_fails_before_any_turn(
         await host.run(handle.agent, "go")
         session_id = handle.agent.id
         await handle.dispose()
-        refuse_open(monkeypatch, "session.v4.jsonl", errno.EROFS, writing=True)
+        path = log_of(session_id)
+        refuse_open(monkeypatch, path.name, errno.EROFS, writing=True)
         with pytest.raises(SessionReadOnlyError) as info:
             await host.agents.resume(session_id)
-        path = log_of(session_id)
         assert str(info.value) == (
             f"{path}: opening the session log for appending failed (EROFS: Read-only file system)"
         )

@@ -556,6 +556,8 @@ class AgentMessage:
 
 
 name = "agent-message"
+hot_load = True
+"""It may load into a running process (pydsh's profile-watch): its tools and listeners apply from the next step."""
 inject = ("agents", "tools", "session_query")
 optional = ("workspace_registry", "session_title", "agent_presets", "agent_default_model")
 

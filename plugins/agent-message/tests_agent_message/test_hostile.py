@@ -8,6 +8,7 @@ import pytest
 
 from pydsh.session.errors import SessionPersistenceIOError
 from pydsh.tools.registry import ToolError
+from tests.logs import log_text, stored_log
 
 from .world import text, world
 
@@ -55,9 +56,10 @@ async def test_a_target_with_a_damaged_log_is_a_coded_error_without_paths(tmp_pa
         await agent_c.run("hello")
         c = agent_c.session_id
         await agent_c.close()
-        (log,) = home.glob(f"sessions/*/{c}/session.v4.jsonl")
-        header, _first, *rest = log.read_bytes().splitlines(keepends=True)
-        log.write_bytes(b"".join([header, b"{damaged\n", *rest]))
+        log = stored_log(home / "sessions", c)
+        header, _first, *rest = log_text(log).encode().splitlines(keepends=True)
+        log.unlink()
+        (log.parent / "session.v4.jsonl").write_bytes(b"".join([header, b"{damaged\n", *rest]))
         expected = ("AGENT_MESSAGE_UNREADABLE_SESSION", f"session {c} cannot be read: its stored log is damaged")
         for call in (w.send(agent_a, c), w.check(agent_a, c, "some-id")):
             with pytest.raises(ToolError) as caught:

@@ -532,14 +532,14 @@ class JsonlHandle:
         try:
             private_dir(self.directory)
             self._lock()
-            _write_new_file(tmp, data)
+            write_new_file(tmp, data)
             try:
                 os.link(tmp, self.path)
             except FileExistsError:
                 raise SessionAlreadyExistsError(f'session "{self.id}" already exists at {self.path}') from None
             try:
-                _fsync_dir(self.directory)
-                _fsync_dir(self.directory.parent)
+                fsync_dir(self.directory)
+                fsync_dir(self.directory.parent)
             except OSError:
                 self.path.unlink(missing_ok=True)
                 raise
@@ -591,7 +591,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _write_new_file(path: Path, data: bytes) -> None:
+def write_new_file(path: Path, data: bytes) -> None:
     """Create ``path`` (mode 0600, never an existing file) holding ``data``, fsynced."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
@@ -604,7 +604,7 @@ def _write_new_file(path: Path, data: bytes) -> None:
     os.close(fd)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -680,8 +680,8 @@ def set_aside(path: Path, fd: int, damage: Damage, keep: int) -> None:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     side = path.with_name(f"{path.name}.set-aside-{stamp}")
     try:
-        _write_new_file(side, damage.data)
-        _fsync_dir(path.parent)
+        write_new_file(side, damage.data)
+        fsync_dir(path.parent)
         os.ftruncate(fd, keep)
         os.fsync(fd)
     except OSError as exc:
@@ -724,7 +724,8 @@ def acquire_lock(lock_path: Path, session_id: str) -> int:
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     root: str
-    compression: str = "none"
+    compression: str = "zstd"
+    """The reference's default too: a row config that names only ``root`` writes what it would."""
 
 
 class JsonlPersistence:

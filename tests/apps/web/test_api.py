@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.apps.web.conftest import ESCALATE, JSON, Web, open_web
+from tests.logs import log_text, stored_log
 
 
 async def until(check: Callable[[], Any], timeout: float = 10) -> Any:
@@ -248,8 +249,7 @@ async def test_log_download_is_the_stored_log(web: Web) -> None:
     assert response.headers["content-type"].startswith("application/x-ndjson")
     assert f'filename="{sid}.session.v4.jsonl"' in response.headers["content-disposition"]
     persistence = web.host.ctx.require("session_persistence")
-    stored = (persistence.find(sid) / "session.v4.jsonl").read_bytes()
-    assert response.content == stored
+    assert response.text == log_text(stored_log(persistence.find(sid)))
     lines = [json.loads(line) for line in response.text.splitlines()]
     assert lines[0]["type"] == "session" and lines[0]["version"] == 4
     archive = await web.client.get(f"/api/sessions/{sid}/log", params={"tree": "1"})

@@ -14,6 +14,7 @@ from pydsh.agent.agent import user_message
 from pydsh.agent.presets import preset_setup
 from pydsh.agent.registry import CreateAgentOptions
 from tests.apps.web.conftest import JSON, Web
+from tests.logs import log_lines, stored_log
 
 
 def one_line_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
@@ -30,8 +31,7 @@ def one_line_error(response: httpx.Response, status: int, code: str | None = Non
 async def stored_log_is_sound(web: Web, session_id: str) -> None:
     """Every line of the stored log parses and the log reads back validated."""
     await web.host.ctx.require("sessions").flush(web.host.ctx.require("sessions").get(session_id))
-    path = web.host.ctx.require("session_persistence").find(session_id) / "session.v4.jsonl"
-    lines = path.read_text().splitlines()
+    lines = log_lines(stored_log(web.host.ctx.require("session_persistence").find(session_id)))
     assert all(json.loads(line) for line in lines)
     read = await web.host.ctx.require("session_query").read_session(session_id)
     assert len(read["events"]) == len(lines) - 1

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from pydsh.testing.hosts import scripted_patch
+from tests.logs import log_lines, stored_log
 
 URL_PREFIX = "pydsh web: http://"
 
@@ -94,8 +95,7 @@ def test_sigterm_cancels_the_running_turn_and_keeps_the_log(tmp_path: Path, isol
                     break
     code, _out, err = stop(proc)
     assert code == 0, err
-    [log] = (isolated_home / "sessions").glob("*/*/session.v4.jsonl")
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows = [json.loads(line) for line in log_lines(stored_log(isolated_home / "sessions"))]
     assert rows[0]["id"] == sid
     ends = [r["data"]["reason"]["kind"] for r in rows[1:] if r["type"] == "turn/end"]
     assert ends == ["aborted"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.apps.web.browser.harness import screenshot, wait_for
 from tests.apps.web.browser.test_chat import send
+from tests.logs import log_text, stored_log
 
 
 def slow_text(text: str, pieces: int = 10) -> dict[str, Any]:
@@ -116,8 +117,7 @@ def test_t15_log_download_is_the_stored_log(web, browse):
     download = info.value
     assert download.suggested_filename == f"{sid}.session.v4.jsonl"
     text = Path(download.path()).read_text(encoding="utf-8")
-    stored = next(p for p in server.home.rglob("*.jsonl") if sid in str(p))
-    assert text == stored.read_text(encoding="utf-8")
+    assert text == log_text(stored_log(server.home / "sessions", sid))
     lines = [json.loads(line) for line in text.splitlines()]
     assert lines[0]["type"] == "session" and lines[0]["version"] == 4
 
