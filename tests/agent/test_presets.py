@@ -218,7 +218,7 @@ async def test_f_a_preset_service_outside_an_isolate_realm_breaks_the_preset(tmp
 async def test_rows_that_never_activate_break_the_preset_with_one_line_each() -> None:
     rows = [
         {"id": "ghost", "name": "no-such-plugin"},
-        {"id": "bad", "name": "tool-bash", "config": {"nope": 1}},
+        {"id": "bad", "name": "tool-bash", "config": {"defaultTimeoutMs": "soon"}},
     ]
     host = await start_host([], bundles=ROSTER, patches=([{"insert": [declaration("preset-x", "x", rows)]}],))
     try:

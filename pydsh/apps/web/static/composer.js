@@ -81,6 +81,7 @@ export class Composer {
 
   /** Show the controls for a session (or the new-session draft when `store` is null). */
   bind(store) {
+    if (store !== this.store) this.requested = null;
     this.store = store;
     const member = Boolean(store?.isMember());
     this.box.hidden = member;
@@ -128,7 +129,11 @@ export class Composer {
   currentModel() {
     if (!this.store) return this.draft.model || app.models.defaults || app.info?.defaults || {};
     const selection = this.store.projections.modelSelection;
-    return (selection && selection.model ? selection : null) || this.store.summary?.model || app.models.defaults || {};
+    const shown = (selection && selection.model ? selection : null) || this.store.summary?.model || app.models.defaults || {};
+    // A choice still on its way to the server wins over an older projection that arrives meanwhile.
+    if (this.requested && !sameRoute(shown, this.requested)) return this.requested;
+    this.requested = null;
+    return shown;
   }
 
   fillModels() {
@@ -177,9 +182,11 @@ export class Composer {
       this.draft.model = body;
       return;
     }
+    this.requested = body;
     try {
       await api.model(this.store.id, body);
     } catch (err) {
+      this.requested = null;
       this.ctx.notify(err.message);
       this.fillModels();
     }
@@ -211,4 +218,9 @@ export class Composer {
   focus() {
     if (!this.box.hidden) this.text.focus();
   }
+}
+
+/** Whether two routes name the same provider, model and effort (an absent effort is the model's default). */
+function sameRoute(a, b) {
+  return a.provider === b.provider && a.model === b.model && (a.effort || a.reasoningEffort || null) === (b.effort || null);
 }
