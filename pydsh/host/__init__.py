@@ -2,24 +2,53 @@
 
 Every frontend stands on it — the SDK server, ``pydsh web``, ``pydsh acp``, ``pydsh headless`` — and it
 is the public embedding API that ``import pydsh`` re-exports. Importing it loads no frontend, no wire
-protocol and no pydantic.
+protocol and no pydantic; each name loads its module on first use (PEP 562), so the command line's
+launcher pays only for what it runs.
 """
 
-from pydsh.host.agent import Agent, Input, Mode
-from pydsh.host.errors import HostError
-from pydsh.host.events import (
-    AgentEvent,
-    AssistantMessage,
-    ReasoningDelta,
-    SessionEvent,
-    TextDelta,
-    ToolCall,
-    ToolResult,
-    TurnEnd,
-)
-from pydsh.host.host import DEFAULT_PROFILE, AgentSpec, Host, Patch, open_host
-from pydsh.host.run import Receipt, Run, RunResult
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydsh.host.agent import Agent, Input, Mode
+    from pydsh.host.errors import HostError
+    from pydsh.host.events import (
+        AgentEvent,
+        AssistantMessage,
+        ReasoningDelta,
+        SessionEvent,
+        TextDelta,
+        ToolCall,
+        ToolResult,
+        TurnEnd,
+    )
+    from pydsh.host.host import DEFAULT_PROFILE, AgentSpec, Host, Patch, open_host
+    from pydsh.host.run import Receipt, Run, RunResult
+
+_HOME = {
+    "Agent": "agent",
+    "Input": "agent",
+    "Mode": "agent",
+    "HostError": "errors",
+    "AgentEvent": "events",
+    "AssistantMessage": "events",
+    "ReasoningDelta": "events",
+    "SessionEvent": "events",
+    "TextDelta": "events",
+    "ToolCall": "events",
+    "ToolResult": "events",
+    "TurnEnd": "events",
+    "DEFAULT_PROFILE": "host",
+    "AgentSpec": "host",
+    "Host": "host",
+    "Patch": "host",
+    "open_host": "host",
+    "Receipt": "run",
+    "Run": "run",
+    "RunResult": "run",
+}
 __all__ = [
     "DEFAULT_PROFILE",
     "Agent",
@@ -42,3 +71,17 @@ __all__ = [
     "TurnEnd",
     "open_host",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first access."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pydsh.host' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"pydsh.host.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

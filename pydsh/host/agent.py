@@ -7,13 +7,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydsh.host.errors import HostError
-from pydsh.host.events import Event
-from pydsh.host.run import Receipt, Run, RunResult, run_result
 
 if TYPE_CHECKING:
     from pydsh.agent.loop import LoopAgent
     from pydsh.agent.registry import AgentHandle
+    from pydsh.host.events import Event
     from pydsh.host.host import Host
+    from pydsh.host.run import Receipt, Run, RunResult
     from pydsh.session.log import Session
 
 Input = str | list[dict[str, Any]]
@@ -69,6 +69,8 @@ class Agent:
     def prompt(self, input: Input) -> Run:
         """``input`` as the next turn: iterating the run sends it and yields its events until the
         agent is idle again."""
+        from pydsh.host.run import Run
+
         self._check_open()
         return Run(self, input)
 
@@ -101,6 +103,8 @@ class Agent:
             live.steer(message)
         else:
             live.followup(message)
+        from pydsh.host.run import Receipt
+
         receipt = Receipt(message["id"], live.session.seq, running)
         await self._flush()
         return receipt
@@ -152,6 +156,8 @@ class Agent:
 
     def result(self, since: int = 0) -> RunResult:
         """The run result of the events from seq ``since`` on (a receipt's ``seq``: that prompt's run)."""
+        from pydsh.host.run import run_result
+
         return run_result(self.session_id, list(self.session.events[since:]))
 
     # -- closing -----------------------------------------------------------------------------------

@@ -4,10 +4,13 @@ same time share one, and the previous value returns when the last of them closes
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydsh.host.errors import HostError
+
+if TYPE_CHECKING:
+    import tempfile
 
 
 @dataclass
@@ -28,6 +31,8 @@ def lease_home(path: str | None) -> None:
             raise HostError(f'another open host uses DSH_HOME "{_HOME.path}"; hosts open at once share one home')
     else:
         if path is None:
+            import tempfile
+
             _HOME.temporary = tempfile.TemporaryDirectory(prefix="pydsh-home-")
             path = _HOME.temporary.name
         _HOME.path, _HOME.saved = path, os.environ.get("DSH_HOME")

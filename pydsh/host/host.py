@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydsh.host.agent import Agent
 from pydsh.host.errors import HostError
 from pydsh.host.home import lease_home, release_home
 from pydsh.host.workspace import check_workspace
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     import httpx
 
     from pydsh.agent.registry import AgentHandle, AgentRegistry, Setup
+    from pydsh.host.agent import Agent
     from pydsh.kernel.compose import Composition, Row
     from pydsh.kernel.context import Context
     from pydsh.kernel.host import Kernel
@@ -317,6 +317,8 @@ class Host:
             task.exception()
 
     async def _open(self, opener: Callable[[], Awaitable[AgentHandle]]) -> Agent:
+        from pydsh.host.agent import Agent
+
         handle = await opener()
         agent = Agent(self, handle)
         self._agents[agent.session_id] = agent
