@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pydsh.agent.agent import user_message  # noqa: E402
+from pydsh.contract.agent import user_message  # noqa: E402
 from pydsh.testing.mock_model_server import MockModelServer  # noqa: E402
 from tests.agent.harness import start_host  # noqa: E402
 

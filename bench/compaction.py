@@ -24,8 +24,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pydsh.agent.agent import AgentOptions, user_message  # noqa: E402
+from pydsh.compaction.keys import COMPACTION  # noqa: E402
 from pydsh.compaction.meter import TokenMeter  # noqa: E402
+from pydsh.contract.agent import AgentOptions, user_message  # noqa: E402
 from pydsh.session.log import Session  # noqa: E402
 from tests.compaction.helpers import compaction_host  # noqa: E402
 
@@ -134,7 +135,7 @@ async def main() -> None:
             append_turn(session, turn)
         before = derive_figures(session)
         t0 = time.perf_counter()
-        await host.kernel.ctx.require("compaction").compact_now(agent, None)
+        await host.kernel.ctx.require(COMPACTION).compact_now(agent, None)
         took = time.perf_counter() - t0
         after = derive_figures(session)
         await handle.dispose()

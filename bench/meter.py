@@ -19,8 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pydsh.agent.agent import user_message  # noqa: E402
+from pydsh.compaction.keys import TOKEN_METER  # noqa: E402
 from pydsh.compaction.meter import UNITS, TokenMeter  # noqa: E402
+from pydsh.contract.agent import user_message  # noqa: E402
 from tests.agent.harness import start_host  # noqa: E402
 
 TURNS = 50
@@ -41,7 +42,7 @@ async def main() -> None:
             await agent.when_idle()
         session = agent.session
         messages = len(session.derive_messages())
-        meter: TokenMeter = host.kernel.ctx.require("token_meter")
+        meter: TokenMeter = host.kernel.ctx.require(TOKEN_METER)
         meter.measure(session)
 
         step: list[float] = []

@@ -47,6 +47,7 @@ import os, sys, time
 marks = [time.perf_counter()]
 import asyncio
 from pydsh.host import Host
+from pydsh.host.keys import APP
 from pydsh.host.launch import configure_logging
 from pydsh.kernel.compose import resolve_rows, walk
 from pydsh.kernel.plugin import GROUP_ALIASES, plugin_ref, resolve_plugin
@@ -65,7 +66,7 @@ async def serve():
     marks.append(time.perf_counter())
     os.write(2, ("bench-marks " + " ".join(map(repr, marks)) + " %d\\n" % len(sys.modules)).encode())
     try:
-        return await host.ctx.get("app").run(host, [])
+        return await host.ctx.get(APP).run(host, [])
     finally:
         await host.close()
 

@@ -23,6 +23,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from pydsh.llm.hooks import LLM_STREAM
+
 SESSION = "slow"
 BLOCKS = [{"type": "text", "text": "Stream a long answer."}]
 
@@ -41,7 +43,7 @@ def streaming_model(ctx: Any, config: None) -> None:
             return reply(["Warm."], 1, 1)
         return reply([chr(ord("a") + i) * size for i in range(26)], deltas, blocks)
 
-    ctx.on("llm/stream", serve)
+    ctx.on(LLM_STREAM, serve)
 
 
 async def reply(pieces: list[str], deltas: int, blocks: int) -> AsyncIterator[dict[str, Any]]:

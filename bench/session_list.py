@@ -32,12 +32,13 @@ from session_log import Clock, real_request_header, summary, write_session
 from pydsh.apps.web import bind, start_server
 from pydsh.apps.web.options import WebOptions
 from pydsh.apps.web.state import Config
+from pydsh.contract.tools import TOOLS, ToolExec
 from pydsh.host import Host
 from pydsh.kernel.cancel import NEVER
 from pydsh.session.events import make_header
+from pydsh.session.keys import SESSION_INDEX, SESSION_QUERY
 from pydsh.session.persistence.jsonl import JsonlPersistence, encode_segment, project_key
 from pydsh.testing.hosts import ScriptedHost
-from pydsh.tools.registry import ToolExec
 
 AGENT_MESSAGE = {"insert": [{"id": "agent-message", "name": "pydsh_agent_message.plugin"}]}
 PAGE = 50
@@ -83,7 +84,7 @@ def populate(root: Path, encoding: str, template: Path, cwd: str, count: int) ->
 async def cold_list(home: Path, workspace: Path) -> tuple[tuple[float, float], int]:
     """``list_sessions()`` of a freshly started host: times and rows."""
     async with Host(dsh_home=home, cwd=workspace) as host:
-        query: Any = host.ctx.require("session_query")
+        query: Any = host.ctx.require(SESSION_QUERY)
         clock = Clock()
         rows = await query.list_sessions()
         return clock.stop(), len(rows)
@@ -91,7 +92,7 @@ async def cold_list(home: Path, workspace: Path) -> tuple[tuple[float, float], i
 
 async def settle_index(host: Host) -> None:
     """Wait until the session index has folded every stored log (a no-op without an index)."""
-    index: Any = host.ctx.get("session_index")
+    index: Any = host.ctx.get(SESSION_INDEX)
     if index is not None:
         await index.settled()
 
@@ -144,7 +145,7 @@ async def first_hello(home: Path, workspace: Path) -> tuple[tuple[float, float],
 async def first_peers(home: Path, workspace: Path) -> tuple[tuple[float, float], int]:
     """The first ``list_peer_agents`` (called by the host, no calling agent) of a fresh host: times and rows."""
     async with ScriptedHost([], cwd=workspace, dsh_home=home, patches=[[AGENT_MESSAGE]]) as host:
-        definition = host.ctx.require("tools").lookup(None, "list_peer_agents")
+        definition = host.ctx.require(TOOLS).lookup(None, "list_peer_agents")
         exec = ToolExec("bench", "list_peer_agents", "{}", {}, None, None, None, None, NEVER, None)
         clock = Clock()
         outcome = await definition.execute({}, exec)

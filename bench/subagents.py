@@ -24,12 +24,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pydsh.agent.agent import AgentOptions, user_message  # noqa: E402
 from pydsh.agent.registry import CreateAgentOptions  # noqa: E402
+from pydsh.contract.agent import AgentOptions, user_message  # noqa: E402
+from pydsh.contract.tools import ToolExec  # noqa: E402
 from pydsh.kernel.cancel import NEVER  # noqa: E402
 from pydsh.messaging.tools import Messaging  # noqa: E402
 from pydsh.session.events import build_event  # noqa: E402
-from pydsh.tools.registry import ToolExec  # noqa: E402
+from pydsh.subagents.keys import SUBAGENTS  # noqa: E402
 from tests.agent.harness import start_host  # noqa: E402
 from tests.subagents.helpers import quiesce  # noqa: E402
 
@@ -93,7 +94,7 @@ async def delegated(count: int, workspace: Path) -> None:
         f"delegated children (settled, still addressable): {count} keep {grown:.1f} MB of Python heap "
         f"= {1024 * grown / count:.0f} KB per child"
     )
-    messaging = host.kernel.ctx.require("subagents")
+    messaging = host.kernel.ctx.require(SUBAGENTS)
     started = time.perf_counter()
     rows = [await messaging.full_name(e.child_id) for e in await messaging.catalog_of(root.id)]
     print(f"resolving the names of {len(rows)} children: {1000 * (time.perf_counter() - started):.1f} ms")

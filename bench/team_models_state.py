@@ -27,6 +27,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "plugins" / "team-models")]
 
 from tests_team_models.world import PLUGIN, PROVIDERS, TEAMS  # noqa: E402
 
+from pydsh.teams.keys import TEAM_ROUTES  # noqa: E402
 from pydsh.testing import scripted_host  # noqa: E402
 
 ROUTE = {"provider": "provider-b", "model": "model-b"}
@@ -64,7 +65,7 @@ async def start(home: Path, plugin: bool) -> dict[str, Any]:
     began = time.perf_counter()
     async with scripted_host([], providers=PROVIDERS, patches=patches, dsh_home=home) as host:
         started = time.perf_counter() - began
-        pruning = getattr(host.ctx.get("team_routes"), "pruning", None)
+        pruning = getattr(host.ctx.get(TEAM_ROUTES), "pruning", None)
         if pruning is not None:
             await pruning
         pruned = time.perf_counter() - began - started

@@ -20,11 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydsh.contract.tools import TOOLS, ToolExec
 from pydsh.kernel import AbortController, Kernel, create_scope
 from pydsh.kernel.compose import Row
 from pydsh.policy.sandbox import Bwrap
 from pydsh.session.events import make_header
-from pydsh.tools.registry import ToolExec, ToolRegistry
+from pydsh.session.keys import SESSIONS
+from pydsh.tools.registry import ToolRegistry
 
 ROWS = [
     ("session", None),
@@ -67,7 +69,7 @@ class World:
         self.kernel = kernel
         self.agent = agent
         self.signal = AbortController().signal
-        self.tools: ToolRegistry = kernel.ctx.require("tools")
+        self.tools: ToolRegistry = kernel.ctx.require(TOOLS)
         self.n = 0
 
     async def call(self, name: str, args: dict[str, Any]) -> str:
@@ -90,7 +92,7 @@ async def open_world(rows: list[Row], cwd: Path, events: list[tuple[str, dict[st
     """A kernel composed of ``rows`` and one agent whose session has logged ``events``."""
     kernel = Kernel()
     await kernel.load(rows)
-    session = kernel.ctx.require("sessions").new(make_header("bench", 1, cwd=str(cwd)))
+    session = kernel.ctx.require(SESSIONS).new(make_header("bench", 1, cwd=str(cwd)))
     agent = Agent(session)
     agent.ctx = create_scope(kernel.ctx, agent).ctx
     session.scope = agent

@@ -54,13 +54,16 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    """Load the embedding API on first access (PEP 562)."""
-    if name not in _EMBED:
-        raise AttributeError(f"module 'pydsh' has no attribute {name!r}")
-    value = getattr(importlib.import_module("pydsh.host"), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which would otherwise accept any name this module is asked for.
+
+    def __getattr__(name: str) -> Any:
+        """Load the embedding API on first access (PEP 562)."""
+        if name not in _EMBED:
+            raise AttributeError(f"module 'pydsh' has no attribute {name!r}")
+        value = getattr(importlib.import_module("pydsh.host"), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

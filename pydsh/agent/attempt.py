@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.hooks import ASSISTANT_STREAM, AssistantStream
 from pydsh.kernel.cancel import AbortError, AbortSignal
-from pydsh.kernel.events import define_event
 from pydsh.llm.stream_records import AssistantStreamAccumulator, BlockAssembler
 from pydsh.session.log import now_ms
 
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from pydsh.agent.loop import LoopAgent
-
-define_event("agent/assistant-stream", "emit")
 
 
 @dataclass
@@ -57,7 +55,7 @@ class Attempt:
             "step": self.step,
             **extra,
         }
-        self.agent.ctx.emit("agent/assistant-stream", {"agent": self.agent, "frame": frame}, scope=self.agent)
+        self.agent.ctx.emit(ASSISTANT_STREAM, AssistantStream(agent=self.agent, frame=frame), scope=self.agent)
 
     async def run(
         self, stream: AsyncIterator[dict[str, Any]], signal: AbortSignal, route: dict[str, Any]

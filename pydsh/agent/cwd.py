@@ -11,8 +11,10 @@ import json
 import os
 from typing import Any
 
-from pydsh.agent.agent import Agent, user_message
+from pydsh.agent.keys import SYSTEM_PROMPT, WORKING_DIRECTORY
+from pydsh.contract.agent import Agent, user_message
 from pydsh.kernel.context import Context
+from pydsh.kernel.errors import PydshError
 from pydsh.session.events import Event
 from pydsh.session.log import Session
 
@@ -34,7 +36,7 @@ class CwdState:
 CWD = CwdState()
 
 
-class WorkingDirectoryError(ValueError):
+class WorkingDirectoryError(PydshError, ValueError):
     """A directory change was refused; the message is model-facing."""
 
 
@@ -110,18 +112,18 @@ class WorkingDirectory:
 
 
 name = "working-directory"
-inject = ("system_prompt",)
+inject = (SYSTEM_PROMPT,)
 
 
 def apply(ctx: Context, config: Any) -> None:
     service = WorkingDirectory()
-    ctx.provide("working_directory", service)
+    ctx.provide(WORKING_DIRECTORY, service)
 
     def context_text(agent: Agent | None) -> str | None:
         if agent is None:
             return None
         return f"Current working directory: {quote(service.logged(agent.session))}."
 
-    ctx.require("system_prompt").context(
+    ctx.require(SYSTEM_PROMPT).context(
         ctx, "working-directory:current", 100, context_text, required=True, interpolate=False
     )

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydsh.agent.hooks import AGENT_REQUEST, StepRequest
+from pydsh.agent.keys import AGENT_DEFAULT_MODEL
 from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
-
-define_event("agent/request", "waterfall")
+from pydsh.kernel.events import Next
 
 
 class Config(BaseModel):
@@ -34,9 +33,9 @@ name = "agent-default-model"
 
 def apply(ctx: Context, config: Config) -> None:
     service = DefaultModel(config.provider, config.model)
-    ctx.provide("agent_default_model", service)
+    ctx.provide(AGENT_DEFAULT_MODEL, service)
 
-    async def fill(payload: dict[str, Any], nxt: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    async def fill(payload: StepRequest, nxt: Next[dict[str, Any]]) -> dict[str, Any]:
         proposed = dict(await nxt())
         if not proposed.get("provider"):
             proposed["provider"] = service.provider
@@ -44,4 +43,4 @@ def apply(ctx: Context, config: Config) -> None:
             proposed["model"] = service.model
         return proposed
 
-    ctx.on("agent/request", fill)
+    ctx.on(AGENT_REQUEST, fill, name="agent-default-model")

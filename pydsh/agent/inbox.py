@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydsh.agent.agent import Target, UserMessage
+from pydsh.agent.hooks import INBOX_CLAIMED, INBOX_DISCARDED, INBOX_INSERTED, InboxChange
+from pydsh.contract.agent import Target, UserMessage
+from pydsh.kernel.events import Emit
 from pydsh.session.errors import SessionLogError
 from pydsh.session.events import Event
 from pydsh.session.log import Session
@@ -56,7 +58,7 @@ INBOX = InboxState()
 class Inbox:
     """Mutations of an agent's pending input; notifications go through ``notify``."""
 
-    def __init__(self, session: Session, notify: Callable[[str, dict[str, Any]], None]) -> None:
+    def __init__(self, session: Session, notify: Callable[[Emit[InboxChange], UserMessage, int | None], None]) -> None:
         self._session = session
         self._notify = notify
 
@@ -112,11 +114,11 @@ class Inbox:
         self._session.append("agent/inbox/spliced", data)
         for message in removed:
             if claim_turn is None:
-                self._notify("agent/inbox/discarded", {"message": message})
+                self._notify(INBOX_DISCARDED, message, None)
             else:
-                self._notify("agent/inbox/claimed", {"message": message, "turn": claim_turn})
+                self._notify(INBOX_CLAIMED, message, claim_turn)
         for message in inserted:
-            self._notify("agent/inbox/inserted", {"message": message})
+            self._notify(INBOX_INSERTED, message, None)
         return removed
 
     def append(self, target: Target, message: UserMessage) -> None:

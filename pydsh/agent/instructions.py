@@ -19,20 +19,18 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, TypeGuard
 
-from pydsh.agent.agent import Agent, user_message
+from pydsh.agent.hooks import PRE_STEP, PreStep, PreStepDecision
+from pydsh.agent.keys import WORKING_DIRECTORY
+from pydsh.contract.agent import Agent, user_message
 from pydsh.kernel.compose import dsh_home
 from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.kernel.events import Next
 from pydsh.session.events import Event
 from pydsh.session.log import Session
-
-define_event("agent/pre-step", "waterfall")
-
-Next = Callable[[], Awaitable[Any]]
 
 KIND = "agent-instructions"
 HOME_FILE = "AGENTS.md"
@@ -463,7 +461,7 @@ class Instructions:
         """The message this step adds, or ``None`` when the surface already says what the files say."""
         if self.config.maxBytes == 0:
             return None
-        cwd = self.ctx.require("working_directory").current(agent)
+        cwd = self.ctx.require(WORKING_DIRECTORY).current(agent)
         root = find_project_root(cwd, self.config.projectRootMarkers)
         files = discover(self.reader, self.config, str(dsh_home()), root, cwd)
         identity = self.identity(cwd, root)
@@ -541,7 +539,7 @@ class Instructions:
             return None
         return user_message(rendered.text, {"kind": KIND, "form": "instructions", "changes": kept})
 
-    async def on_pre_step(self, payload: dict[str, Any], nxt: Next) -> Any:
+    async def on_pre_step(self, payload: PreStep, nxt: Next[PreStepDecision]) -> PreStepDecision:
         decision = await nxt()
         if decision.get("kind") == "reject" or payload["signal"].aborted:
             return decision
@@ -557,9 +555,9 @@ class Instructions:
 
 
 name = "agent-instructions"
-inject = ("working_directory",)
+inject = (WORKING_DIRECTORY,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register the pre-step listener that folds instruction files into the model's view."""
-    ctx.on("agent/pre-step", Instructions(ctx, config).on_pre_step)
+    ctx.on(PRE_STEP, Instructions(ctx, config).on_pre_step, name="instructions")

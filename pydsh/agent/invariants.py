@@ -9,9 +9,14 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
+from pydsh.agent.hooks import AGENT_STATUS, INBOX_INSERTED, STEP_PREPARING, AgentStatus, InboxChange, StepPreparing
+from pydsh.agent.keys import AGENTS
 from pydsh.agent.request import CONFIG_KEYS
 from pydsh.kernel.context import Context
+from pydsh.llm.hooks import LLM_STREAM
 from pydsh.session.events import FrozenDict, FrozenList
+from pydsh.session.hooks import SESSION_DISPOSED, SESSION_EVENT
+from pydsh.session.keys import SESSIONS
 from pydsh.session.log import SessionStore
 
 Fail = Callable[[str], NoReturn]
@@ -32,7 +37,7 @@ def _frozen(value: Any) -> bool:
 
 def install(ctx: Context, fail: Fail) -> None:
     """Check every loop-built request against the log, and every status change."""
-    sessions: SessionStore = ctx.require("sessions")
+    sessions: SessionStore = ctx.require(SESSIONS)
     last_status: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
     async def request_is_logged(options: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
@@ -55,14 +60,14 @@ def install(ctx: Context, fail: Fail) -> None:
                 fail(f"session {session.id}: request tools differ from the logged header")
         return await nxt()
 
-    def status_alternates(payload: dict[str, Any]) -> None:
+    def status_alternates(payload: AgentStatus) -> None:
         agent = payload["agent"]
         if last_status.get(agent) == payload["status"]:
             fail(f"agent {agent.id} emitted status {payload['status']!r} twice in a row")
         last_status[agent] = payload["status"]
 
-    ctx.on("llm/stream", request_is_logged, prepend=True, global_=True)
-    ctx.on("agent/status", status_alternates, global_=True)
+    ctx.on(LLM_STREAM, request_is_logged, name="invariant:request-logged", global_=True)
+    ctx.on(AGENT_STATUS, status_alternates, global_=True)
     install_progress(ctx, fail)
 
 
@@ -75,12 +80,12 @@ def install_progress(ctx: Context, fail: Fail) -> None:
     rides along with the next step another cause starts; were it the only cause, every step would queue
     the input of the next and the agent would call the model forever.
     """
-    agents = ctx.require("agents")
+    agents = ctx.require(AGENTS)
     preparing: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
     self_fed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
     called_tools: dict[str, bool] = {}
 
-    def step_preparing(payload: dict[str, Any]) -> None:
+    def step_preparing(payload: StepPreparing) -> None:
         agent, step, claimed = payload["agent"], payload["step"], payload["claimed"]
         fed = self_fed.get(agent, set())
         if step > 1 and not called_tools.get(agent.id) and claimed and all(m["id"] in fed for m in claimed):
@@ -91,7 +96,7 @@ def install_progress(ctx: Context, fail: Fail) -> None:
         self_fed[agent] = set()
         preparing[agent] = True
 
-    def inserted(payload: dict[str, Any]) -> None:
+    def inserted(payload: InboxChange) -> None:
         agent = payload["agent"]
         if preparing.get(agent) and asyncio.current_task() is getattr(agent, "_activity", None):
             self_fed.setdefault(agent, set()).add(payload["message"]["id"])
@@ -111,8 +116,8 @@ def install_progress(ctx: Context, fail: Fail) -> None:
     def forget(session: Any) -> None:
         called_tools.pop(session.id, None)
 
-    ctx.on("agent/step-preparing", step_preparing, global_=True)
-    ctx.on("agent/inbox/inserted", inserted, global_=True)
-    ctx.on("llm/stream", model_called, prepend=True, global_=True)
-    ctx.on("session/event", step_events, global_=True)
-    ctx.on("session/disposed", forget, global_=True)
+    ctx.on(STEP_PREPARING, step_preparing, global_=True)
+    ctx.on(INBOX_INSERTED, inserted, global_=True)
+    ctx.on(LLM_STREAM, model_called, name="invariant:model-called", global_=True)
+    ctx.on(SESSION_EVENT, step_events, global_=True)
+    ctx.on(SESSION_DISPOSED, forget, global_=True)

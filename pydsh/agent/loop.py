@@ -16,37 +16,48 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydsh.agent.agent import AgentOptions, Status, Target, UserMessage
 from pydsh.agent.attempt import Attempt
+from pydsh.agent.hooks import (
+    AGENT_CREATED,
+    AGENT_ERROR,
+    AGENT_STATUS,
+    PRE_STEP,
+    REQUEST_ERROR,
+    STEP_PREPARING,
+    TURN_STOPPING,
+    AgentCreated,
+    AgentFailed,
+    AgentStatus,
+    InboxChange,
+    PreStep,
+    PreStepDecision,
+    RequestError,
+    StepPreparing,
+    TurnStopping,
+)
 from pydsh.agent.inbox import Inbox
+from pydsh.agent.keys import AGENT_DEFAULT_MODEL, AGENT_LOOP, AGENTS, SYSTEM_PROMPT
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions, Setup
 from pydsh.agent.request import RequestBuilder
 from pydsh.agent.runtime_context import is_runtime_context, project_snapshot, project_system_prompt
 from pydsh.agent.tool_calls import ToolCallScheduler
-from pydsh.kernel import services
+from pydsh.contract.agent import AgentOptions, Status, Target, UserMessage
 from pydsh.kernel.cancel import AbortController, AbortSignal
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.kernel.events import Emit
+from pydsh.kernel.keys import INVARIANTS
 from pydsh.kernel.scope import Scope, create_scope
+from pydsh.llm.hooks import LLM_STREAM
+from pydsh.llm.keys import LLM
 from pydsh.llm.types import LlmError
 from pydsh.session.events import FrozenDict, make_header
+from pydsh.session.keys import SESSION_PERSISTENCE, SESSIONS
 from pydsh.session.log import Session, SessionStore, new_session_id, now_ms
 from pydsh.session.persistence.base import SessionHandle, SessionPersistence
 from pydsh.session.repair import closer_result, tail_state, tail_turn_closers
 
 log = logging.getLogger("pydsh.agent")
-
-define_event("agent/status", "emit")
-define_event("agent/error", "emit")
-define_event("agent/inbox/inserted", "emit")
-define_event("agent/inbox/discarded", "emit")
-define_event("agent/inbox/claimed", "emit")
-define_event("agent/step-preparing", "emit")
-define_event("agent/pre-step", "waterfall")
-define_event("agent/request-error", "waterfall")
-define_event("agent/turn-stopping", "serial")
-define_event("agent-loop/config-start-failed", "emit")
 
 
 class Config(BaseModel):
@@ -138,10 +149,13 @@ class LoopAgent:
     def _set_status(self, status: Status) -> None:
         if status != self._status:
             self._status = status
-            self.ctx.emit("agent/status", {"agent": self, "status": status}, scope=self)
+            self.ctx.emit(AGENT_STATUS, AgentStatus(agent=self, status=status), scope=self)
 
-    def _notify_inbox(self, event: str, payload: dict[str, Any]) -> None:
-        self.ctx.emit(event, {"agent": self, **payload}, scope=self)
+    def _notify_inbox(self, event: Emit[InboxChange], message: UserMessage, turn: int | None) -> None:
+        change = InboxChange(agent=self, message=message)
+        if turn is not None:
+            change["turn"] = turn
+        self.ctx.emit(event, change, scope=self)
 
     # -- input ------------------------------------------------------------------------------
 
@@ -277,9 +291,7 @@ class LoopAgent:
                     self.session.append("step/end", {"turn": turn, "step": step})
                 signal.throw_if_aborted()
                 if ends is not None and not self._step_input():
-                    await self.ctx.serial(
-                        "agent/turn-stopping", {"agent": self, "turn": turn, "signal": signal}, scope=self
-                    )
+                    await self.ctx.serial(TURN_STOPPING, TurnStopping(agent=self, turn=turn, signal=signal), scope=self)
                     signal.throw_if_aborted()
                 if ends is not None and not self._step_input():
                     break
@@ -292,7 +304,7 @@ class LoopAgent:
                     exc.failure() if isinstance(exc, LlmError) else {"message": error_chain(exc), "code": "UNKNOWN"}
                 )
                 ends = {"kind": "error", "error": failure}
-                self.ctx.emit("agent/error", {"agent": self, "turn": turn, "step": self.step, "error": exc}, scope=self)
+                self.ctx.emit(AGENT_ERROR, AgentFailed(agent=self, turn=turn, step=self.step, error=exc), scope=self)
                 if not isinstance(exc, (LlmError, asyncio.CancelledError)):
                     log.warning('agent "%s" turn %d failed: %s', self.id, turn, error_chain(exc))
             raise
@@ -328,18 +340,16 @@ class LoopAgent:
         claimed = self.inbox.claim(target, turn)
         self._self_fed.difference_update(m["id"] for m in claimed)
         self._preparing = True
-        self.ctx.emit(
-            "agent/step-preparing", {"agent": self, "turn": turn, "step": step, "claimed": claimed}, scope=self
-        )
+        self.ctx.emit(STEP_PREPARING, StepPreparing(agent=self, turn=turn, step=step, claimed=claimed), scope=self)
         prompt = self.loop.system_prompt
         assembly = await prompt.assemble(agent=self, signal=signal)
 
-        async def default() -> dict[str, Any]:
+        async def default() -> PreStepDecision:
             snapshot = project_snapshot(self.session, prompt.render_contexts(assembly))
             return {"kind": "enter", "messages": [*claimed, *([snapshot] if snapshot else [])]}
 
-        payload = {"agent": self, "messages": claimed, "turn": turn, "step": step, "signal": signal}
-        result = await self.ctx.waterfall("agent/pre-step", payload, default, scope=self)
+        payload = PreStep(agent=self, messages=claimed, turn=turn, step=step, signal=signal)
+        result = await self.ctx.waterfall(PRE_STEP, payload, default, scope=self)
         if result["kind"] == "reject":
             return Decision("reject", [])
         return Decision(
@@ -415,16 +425,16 @@ class LoopAgent:
 
     async def _recovers(self, provider: str, failure: dict[str, Any], prepared: Any, signal: AbortSignal) -> bool:
         """Ask ``agent/request-error`` listeners (retry, compaction) whether to try the step again."""
-        payload = {
-            "agent": self,
-            "turn": self.turn,
-            "step": self.step,
-            "provider": provider,
-            "failure": failure,
-            "retryPolicy": prepared.retry_policy if prepared is not None else None,
-            "signal": signal,
-        }
-        answer = await self.ctx.waterfall("agent/request-error", payload, lambda: None, scope=self)
+        payload = RequestError(
+            agent=self,
+            turn=self.turn,
+            step=self.step,
+            provider=provider,
+            failure=failure,
+            retryPolicy=prepared.retry_policy if prepared is not None else None,
+            signal=signal,
+        )
+        answer = await self.ctx.waterfall(REQUEST_ERROR, payload, lambda: None, scope=self)
         return isinstance(answer, dict) and answer.get("kind") == "retry"
 
 
@@ -483,26 +493,26 @@ class AgentLoop:
 
     @property
     def agents(self) -> AgentRegistry:
-        return services.agents(self.ctx)
+        return self.ctx.require(AGENTS)
 
     @property
     def sessions(self) -> SessionStore:
-        return services.sessions(self.ctx)
+        return self.ctx.require(SESSIONS)
 
     @property
     def system_prompt(self) -> Any:
-        return self.ctx.require("system_prompt")
+        return self.ctx.require(SYSTEM_PROMPT)
 
     @property
     def llm(self) -> Any:
-        return self.ctx.require("llm")
+        return self.ctx.require(LLM)
 
     async def prepare_call(self, config: dict[str, Any], signal: AbortSignal) -> Any:
         """``llm.prepare_call``; a route no adapter owns is tolerated when an ``llm/stream`` listener serves it."""
         try:
             return await self.llm.prepare_call(config, signal)
         except LlmError as exc:
-            if exc.code == "NO_ADAPTER" and self.ctx.has_listeners("llm/stream"):
+            if exc.code == "NO_ADAPTER" and self.ctx.has_listeners(LLM_STREAM):
                 return None
             raise
 
@@ -524,7 +534,7 @@ class AgentLoop:
         if self.sessions.get(session_id) is not None:
             raise ValueError(f'session "{session_id}" is already live')
         session = self.sessions.new(header, opts.prefix_events, inherited_event_count=opts.inherited_event_count)
-        persistence: SessionPersistence | None = self.ctx.get("session_persistence")
+        persistence: SessionPersistence | None = self.ctx.get(SESSION_PERSISTENCE)
         handle = None
         if persistence is not None:
             handle = await persistence.create(header, inherited_event_count=opts.inherited_event_count)
@@ -544,7 +554,7 @@ class AgentLoop:
         """Cold resume (spec 02 §10.2): open for write, repair durably, rebuild, publish."""
         if self.sessions.get(resume_session_id) is not None:
             raise ValueError(f'session "{resume_session_id}" is already live')
-        persistence: SessionPersistence = self.ctx.require("session_persistence")
+        persistence: SessionPersistence = self.ctx.require(SESSION_PERSISTENCE)
         handle = await persistence.open(resume_session_id, "write")
         try:
             events = await handle.read()
@@ -586,7 +596,7 @@ class AgentLoop:
             entered = True
             self.agents.enter(agent, loop_handle)
             registered = True
-            await self.ctx.serial("agent/created", {"agent": agent, "source": source, "signal": signal}, scope=agent)
+            await self.ctx.serial(AGENT_CREATED, AgentCreated(agent=agent, source=source, signal=signal), scope=agent)
             commit = getattr(result, "commit", None)
             if callable(commit):
                 commit()
@@ -614,22 +624,22 @@ async def _abandon(handle: SessionHandle) -> None:
 
 
 name = "agent-loop"
-inject = ("agents", "sessions", "system_prompt", "llm")
-optional = ("invariants",)
+inject = (AGENTS, SESSIONS, SYSTEM_PROMPT, LLM)
+optional = (INVARIANTS,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     loop = AgentLoop(ctx, config)
-    ctx.provide("agent_loop", loop)
+    ctx.provide(AGENT_LOOP, loop)
     ctx.effect(lambda: loop.dispose_all)
-    registry: AgentRegistry = ctx.require("agents")
+    registry: AgentRegistry = ctx.require(AGENTS)
     registry.set_factory(ctx, loop)
-    invariants = ctx.get("invariants")
+    invariants = ctx.get(INVARIANTS)
     if invariants is not None:
         from pydsh.agent.invariants import install
 
         invariants.register(ctx, "agent-loop", install)
-    prompt = ctx.require("system_prompt")
+    prompt = ctx.require(SYSTEM_PROMPT)
     prompt.variable(ctx, "provider", lambda agent: route_of(ctx, agent)["provider"])
     prompt.variable(ctx, "model", lambda agent: route_of(ctx, agent)["model"])
     prompt.variable(ctx, "cwd", lambda agent: str(agent.session.header.get("cwd") or os.getcwd()) if agent else None)
@@ -642,7 +652,7 @@ def route_of(ctx: Context, agent: LoopAgent | None) -> dict[str, str]:
     header = agent.session.request_header() if agent is not None else None
     if header is not None:
         return {"provider": header["config"]["provider"], "model": header["config"]["model"]}
-    default = ctx.get("agent_default_model")
+    default = ctx.get(AGENT_DEFAULT_MODEL)
     if default is not None:
-        return default.current_selection()  # type: ignore[no-any-return]
+        return default.current_selection()
     return {"provider": "", "model": ""}

@@ -7,6 +7,7 @@ whole system prompt; ``includeRuntimeContext: false`` keeps only required runtim
 
 from __future__ import annotations
 
+from pydsh.agent.keys import SYSTEM_PROMPT
 from pydsh.agent.prompt import SystemPrompt
 from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
@@ -24,11 +25,11 @@ class Config(BaseModel):
 
 
 name = "persona"
-inject = ("system_prompt",)
+inject = (SYSTEM_PROMPT,)
 
 
 def apply(ctx: Context, config: Config) -> None:
-    prompt: SystemPrompt = ctx.require("system_prompt")
+    prompt: SystemPrompt = ctx.require(SYSTEM_PROMPT)
     prompt.section(ctx, PREFIX_SECTION, 0, config.prefix, complete=config.complete)
     if config.suffix and not config.complete:
         prompt.section(ctx, SUFFIX_SECTION, 10200, config.suffix)

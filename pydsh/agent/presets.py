@@ -14,26 +14,30 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
+from pydsh.agent.hooks import AGENT_CREATED, AGENT_DISPOSED, PROMPT_ASSEMBLE, AgentCreated, PromptAssemble
+from pydsh.agent.keys import AGENT_PRESETS
+from pydsh.contract.tools import TOOLS_CHANGED
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import SERVICE_PROVIDED, Context, Realm
-from pydsh.kernel.errors import KernelError
-from pydsh.kernel.events import define_event
+from pydsh.kernel.errors import KernelError, PydshError
+from pydsh.kernel.events import Next
 from pydsh.kernel.fiber import ACTIVE, DISPOSED, FAILED, PENDING, Disposer, Fiber
+from pydsh.kernel.keys import INVARIANTS, ServiceKey
+from pydsh.session.keys import SESSION_PROJECTIONS
 from pydsh.session.projections import Wire
 
 if TYPE_CHECKING:
+    from pydsh.agent.prompt import PromptAssembly
     from pydsh.kernel.invariants import Invariants
     from pydsh.session.log import Session
     from pydsh.session.projections import SessionProjections
 
+T = TypeVar("T")
+
 log = logging.getLogger("pydsh.agent.presets")
 
-define_event("tools/change", "emit")
-define_event("agent/created", "serial")
-define_event("agent/disposed", "emit")
-define_event("system-prompt/assemble", "waterfall")
 
 UNJOINED_WARNING = (
     'agent "{id}" was published without joining an agent preset; its tools, prompt sections, and skill catalog '
@@ -50,7 +54,7 @@ LATE_SERVICE_FAILURE = (
 )
 
 
-class RemoteError(Exception):
+class RemoteError(PydshError):
     """A roster failure a client may see: a stable ``code`` and one clear message."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -292,8 +296,8 @@ class AgentPresets:
         generation = self._joined.get(ctx.scope) if ctx.scope is not None else None
         return generation.preset_id if generation is not None else None
 
-    def service_for(self, agent: Any, service: str) -> Any:
-        """A service provided inside the agent's preset realm (e.g. ``compaction``), or ``None``."""
+    def service_for(self, agent: Any, key: ServiceKey[T]) -> T | None:
+        """The service ``key`` names inside the agent's preset realm (e.g. ``compaction``), or ``None``."""
         generation = self._joined.get(agent)
         if generation is None:
             return None
@@ -301,9 +305,9 @@ class AgentPresets:
         for fiber in _subtree(generation.fiber):
             if fiber.ctx is None:
                 continue
-            realm = fiber.ctx.realm_of(service)
-            if realm is not root and realm.get(service) is not None:
-                return realm.get(service)
+            realm = fiber.ctx.realm_of(key.name)
+            if realm is not root and realm.get(key.name) is not None:
+                return cast("T", realm.get(key.name))
         return None
 
     # -- joining --------------------------------------------------------------------------------
@@ -364,7 +368,7 @@ class AgentPresets:
             raise RemoteError("agent-preset/scope", "Child preset binding requires a scope")
         generation = await self._current(preset_id)
         self._bind(key, generation)
-        self.ctx.emit("tools/change")
+        self.ctx.emit(TOOLS_CHANGED)
 
     async def select(self, agent: Any, preset_id: str) -> None:
         """Switch the preset of a session that has not started a turn (serialised per agent)."""
@@ -403,7 +407,7 @@ def preset_setup(ctx: Context) -> Callable[[Context, Any], Awaitable[None]]:
 
     async def setup(agent_ctx: Context, agent: Any) -> None:
         wanted = resolve_session_preset(agent.session)
-        roster: AgentPresets | None = ctx.get("agent_presets")
+        roster: AgentPresets | None = ctx.get(AGENT_PRESETS)
         if roster is None or not roster.configured:
             if wanted is not None:
                 raise RemoteError(
@@ -421,7 +425,7 @@ def header_preset(ctx: Context, requested: str | None) -> str | None:
     """The ``agentPreset`` a new session's header records: the requested one, else the roster default."""
     if requested is not None:
         return requested
-    roster: AgentPresets | None = ctx.get("agent_presets")
+    roster: AgentPresets | None = ctx.get(AGENT_PRESETS)
     return roster.default_id if roster is not None and roster.configured else None
 
 
@@ -454,7 +458,7 @@ class AgentPresetUnit:
 
 def install_invariants(roster: AgentPresets) -> Callable[[Context, Callable[[str], NoReturn]], None]:
     def install(ctx: Context, fail: Callable[[str], NoReturn]) -> None:
-        async def assembled_for_joined(payload: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
+        async def assembled_for_joined(payload: PromptAssemble, nxt: Next[PromptAssembly]) -> PromptAssembly:
             agent = payload.get("agent")
             if agent is not None and roster.configured and roster.composed_preset(agent.ctx) is None:
                 fail(UNJOINED_FAILURE.format(id=agent.id))
@@ -465,7 +469,7 @@ def install_invariants(roster: AgentPresets) -> Callable[[Context, Callable[[str
             if message is not None:
                 fail(message)
 
-        ctx.on("system-prompt/assemble", assembled_for_joined, prepend=True, global_=True)
+        ctx.on(PROMPT_ASSEMBLE, assembled_for_joined, name="agent-presets", global_=True)
         ctx.on(SERVICE_PROVIDED, service_provided, global_=True)
 
     return install
@@ -474,26 +478,26 @@ def install_invariants(roster: AgentPresets) -> Callable[[Context, Callable[[str
 # -- plugins -------------------------------------------------------------------------------------
 
 name = "agent-presets"
-optional = ("invariants", "session_projections")
+optional = (INVARIANTS, SESSION_PROJECTIONS)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Provide the roster, warn about unjoined agents and install the invariant companion."""
     roster = AgentPresets(ctx, config)
-    ctx.provide("agent_presets", roster)
+    ctx.provide(AGENT_PRESETS, roster)
     ctx.effect(lambda: roster.dispose)
 
-    def warn_unjoined(payload: dict[str, Any]) -> None:
+    def warn_unjoined(payload: AgentCreated) -> None:
         agent = payload["agent"]
         if roster.configured and roster.composed_preset(agent.ctx) is None:
             log.warning(UNJOINED_WARNING.format(id=agent.id))
 
-    ctx.on("agent/created", warn_unjoined, global_=True)
-    ctx.on("agent/disposed", lambda payload: roster.leave(payload["agent"]), global_=True)
-    invariants: Invariants | None = ctx.get("invariants")
+    ctx.on(AGENT_CREATED, warn_unjoined, global_=True)
+    ctx.on(AGENT_DISPOSED, lambda payload: roster.leave(payload["agent"]), global_=True)
+    invariants: Invariants | None = ctx.get(INVARIANTS)
     if invariants is not None:
         invariants.register(ctx, "agent-presets", install_invariants(roster))
-    projections: SessionProjections | None = ctx.get("session_projections")
+    projections: SessionProjections | None = ctx.get(SESSION_PROJECTIONS)
     if projections is not None:
         projections.register(ctx, AgentPresetUnit())
 
@@ -502,11 +506,11 @@ class _PresetPlugin:
     """``agent-preset``: one declaration row, registered with the roster while the row is loaded."""
 
     name = "agent-preset"
-    inject = ("agent_presets",)
+    inject = (AGENT_PRESETS,)
     Config = PresetConfig
 
     async def __call__(self, ctx: Context, config: PresetConfig) -> None:
-        roster: AgentPresets = ctx.require("agent_presets")
+        roster: AgentPresets = ctx.require(AGENT_PRESETS)
         await roster.declare(ctx, config)
 
 

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydsh.agent.hooks import PROMPT_ASSEMBLE, PromptAssemble
+from pydsh.agent.keys import SYSTEM_PROMPT
 from pydsh.kernel.cancel import AbortSignal
 from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.kernel.errors import PydshError
 from pydsh.kernel.fiber import Disposer
 from pydsh.kernel.scope import ScopedLayers
-
-define_event("system-prompt/assemble", "waterfall")
 
 TextSource = str | Callable[[Any], str | None]
 """Fixed text, or ``fn(agent) -> text`` rendered at each step (``None``/``""`` drops it)."""
@@ -72,7 +72,7 @@ _VARIABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _REF = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 
-class PromptError(ValueError):
+class PromptError(PydshError, ValueError):
     """A prompt cannot be rendered (unknown variable, two complete sections, …)."""
 
 
@@ -202,7 +202,7 @@ class SystemPrompt:
             return assembly
 
         result: PromptAssembly = await self.ctx.waterfall(
-            "system-prompt/assemble", {"assembly": assembly, "agent": agent, "signal": signal}, default, scope=key
+            PROMPT_ASSEMBLE, PromptAssemble(assembly=assembly, agent=agent, signal=signal), default, scope=key
         )
         completes = [s for s in result.sections if s.complete]
         if len(completes) > 1:
@@ -278,7 +278,7 @@ name = "system-prompt"
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``system_prompt`` with the harness identity and deployment persona sections."""
     service = SystemPrompt(ctx, config)
-    ctx.provide("system_prompt", service)
+    ctx.provide(SYSTEM_PROMPT, service)
     if config.includeHarnessIdentity:
         service.section(ctx, "harness:identity", -1000, IDENTITY)
     if config.personaPrefix:

@@ -7,9 +7,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pydsh.agent.agent import Agent, AgentOptions
+from pydsh.agent.hooks import AGENT_DISPOSED, AgentRef
+from pydsh.agent.keys import AGENTS
+from pydsh.contract.agent import Agent, AgentOptions
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import Disposer
 
 if TYPE_CHECKING:
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-define_event("agent/created", "serial")
-define_event("agent/disposed", "emit")
 
 _INITIATOR: contextvars.ContextVar[Agent | None] = contextvars.ContextVar("pydsh_initiator", default=None)
 
@@ -114,7 +113,7 @@ class AgentRegistry:
         if self._agents.get(agent.id) is agent:
             del self._agents[agent.id]
             self._handles.pop(agent.id, None)
-            self.ctx.emit("agent/disposed", {"agent": agent}, scope=agent)
+            self.ctx.emit(AGENT_DISPOSED, AgentRef(agent=agent), scope=agent)
 
     def get(self, agent_id: str) -> Agent | None:
         return self._agents.get(agent_id)
@@ -151,4 +150,4 @@ name = "agent"
 
 
 def apply(ctx: Context, config: None) -> None:
-    ctx.provide("agents", AgentRegistry(ctx))
+    ctx.provide(AGENTS, AgentRegistry(ctx))

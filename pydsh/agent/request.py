@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.hooks import AGENT_REQUEST, StepRequest
 from pydsh.kernel.cancel import AbortSignal
-from pydsh.kernel.events import define_event
+from pydsh.kernel.errors import PydshError
 from pydsh.session.events import FrozenDict, FrozenList, thaw
 
 if TYPE_CHECKING:
     from pydsh.agent.loop import LoopAgent
 
-define_event("agent/request", "waterfall")
 
 CONFIG_KEYS = ("provider", "model", "maxTokens", "reasoningEffort", "temperature", "stop")
 CONTEXT_KEYS = ("provider", "model", "contextWindow", "systemPromptUpdate")
@@ -44,7 +44,7 @@ def request_proposal(header: dict[str, Any]) -> dict[str, Any]:
     return {k: thaw(v) for k, v in header["config"].items() if not defaults.get(k)}
 
 
-class NoRouteError(RuntimeError):
+class NoRouteError(PydshError, RuntimeError):
     """The agent has no provider/model after the ``agent/request`` waterfall."""
 
 
@@ -64,8 +64,8 @@ class RequestBuilder:
             default = request_proposal(persisted)
         else:
             default = self._initial_proposal(persisted)
-        payload = {"agent": agent, "turn": turn, "step": step, "signal": signal}
-        proposed = await agent.ctx.waterfall("agent/request", payload, lambda: dict(default), scope=agent)
+        payload = StepRequest(agent=agent, turn=turn, step=step, signal=signal)
+        proposed = await agent.ctx.waterfall(AGENT_REQUEST, payload, lambda: dict(default), scope=agent)
         if not proposed.get("provider") or not proposed.get("model"):
             raise NoRouteError(
                 f'agent "{agent.id}" has no provider/model: set AgentOptions.provider and AgentOptions.model '

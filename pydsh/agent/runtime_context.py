@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from pydsh.agent.agent import UserMessage, user_message
+from pydsh.contract.agent import UserMessage, user_message
 from pydsh.session.events import Event
 from pydsh.session.log import Session
 

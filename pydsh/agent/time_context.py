@@ -15,21 +15,18 @@ import json
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydsh.agent.agent import Agent, user_message
+from pydsh.agent.hooks import PRE_STEP, PreStep, PreStepDecision
+from pydsh.contract.agent import Agent, user_message
 from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.kernel.events import Next
 from pydsh.session.events import Event
+from pydsh.session.keys import SESSION_PROJECTIONS
 from pydsh.session.projections import SessionProjections, Wire
-
-define_event("agent/pre-step", "waterfall")
-
-Next = Callable[[], Awaitable[Any]]
 
 KIND = "time-context"
 IANA_ZONE = re.compile(r"^[A-Za-z][A-Za-z0-9_+.-]*(?:/[A-Za-z0-9_+.-]+)+$")
@@ -176,18 +173,18 @@ def open_turn_messages(agent: Agent, turn: int, proposed: list[dict[str, Any]]) 
 
 
 name = "time-context"
-inject = ("session_projections",)
+inject = (SESSION_PROJECTIONS,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register the ``timeContext`` unit and the prepended pre-step listener."""
-    projections: SessionProjections = ctx.require("session_projections")
+    projections: SessionProjections = ctx.require(SESSION_PROJECTIONS)
     unit = TimeContextUnit()
     projections.register(ctx, unit)
     fallback = config.timeZone or process_zone()
     interval = config.refreshIntervalMs
 
-    async def on_pre_step(payload: dict[str, Any], nxt: Next) -> Any:
+    async def on_pre_step(payload: PreStep, nxt: Next[PreStepDecision]) -> PreStepDecision:
         decision = await nxt()
         if decision.get("kind") == "reject" or payload["signal"].aborted:
             return decision
@@ -207,4 +204,4 @@ def apply(ctx: Context, config: Config) -> None:
         text = reading_text(now, turn, step, previous, zone=zone, zones=zones)
         return {**decision, "messages": [*messages, reading_message(text)]}
 
-    ctx.on("agent/pre-step", on_pre_step, prepend=True)
+    ctx.on(PRE_STEP, on_pre_step, name="time-context")

@@ -10,16 +10,22 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydsh.agent.agent import UserMessage
+from pydsh.contract.tools import (
+    TOOLS,
+    ExecutionMode,
+    ToolExec,
+    ToolInvocation,
+    ToolOutcome,
+    aborted_before_dispatch,
+    unknown_tool,
+)
 
 if TYPE_CHECKING:
     from pydsh.agent.loop import LoopAgent
     from pydsh.kernel.cancel import AbortSignal
-
-ABORTED_TEXT = "Error: tool call aborted before dispatch"
 
 
 def parse_arguments(raw: str) -> Any:
@@ -33,26 +39,14 @@ def parse_arguments(raw: str) -> Any:
 
 
 @dataclass
-class Outcome:
-    """A committed-or-synthetic result in the loop's terms (mirrors the pipeline's ``ToolOutcome``)."""
-
-    content: list[dict[str, Any]]
-    is_error: bool
-    error: dict[str, Any] | None = None
-    meta: Any = None
-    additional_contexts: list[UserMessage] = field(default_factory=list)
-    concludes_turn: bool = False
-
-
-@dataclass
 class Call:
     """One tool call of the step and its progress."""
 
     call_id: str
     name: str
     arguments: str
-    exec: Any = None
-    invocation: Any = None
+    exec: ToolExec | None = None
+    invocation: ToolInvocation | None = None
     call_seq: int | None = None
     task: asyncio.Task[None] | None = None
     committed: bool = False
@@ -70,7 +64,7 @@ class ToolCallScheduler:
         self.turn = turn
         self.step = step
         self.signal = signal
-        self.tools = agent.ctx.get("tools")
+        self.tools = agent.ctx.get(TOOLS)
         self.concluded = False
         self.limit = max(1, agent.loop.config.maxParallelToolCalls)
 
@@ -127,21 +121,19 @@ class ToolCallScheduler:
     def _in_flight(pool: list[Call]) -> list[Call]:
         return [c for c in pool if c.task is not None and not c.task.done()]
 
-    def _mode(self, call: Call) -> str:
+    def _mode(self, call: Call) -> ExecutionMode:
         if self.tools is None:
             return "exclusive"
-        self._ensure_exec(call)
         try:
-            return str(self.tools.execution_mode(call.exec))
+            return self.tools.execution_mode(self._exec(call))
         except Exception:
             return "exclusive"
 
     # -- one call -----------------------------------------------------------------------------
 
-    def _ensure_exec(self, call: Call) -> None:
-        if call.exec is None and self.tools is not None:
-            from pydsh.tools.registry import ToolExec
-
+    def _exec(self, call: Call) -> ToolExec:
+        """The call as the tools see it (made once per call)."""
+        if call.exec is None:
             call.exec = ToolExec(
                 call_id=call.call_id,
                 name=call.name,
@@ -154,6 +146,7 @@ class ToolCallScheduler:
                 signal=self.signal,
                 scope=self.agent,
             )
+        return call.exec
 
     def _log_call(self, call: Call) -> None:
         data = {"turn": self.turn, "step": self.step, "callId": call.call_id, "name": call.name}
@@ -164,8 +157,7 @@ class ToolCallScheduler:
         self._log_call(call)
         if self.tools is None:
             return
-        self._ensure_exec(call)
-        call.invocation = self.tools.invocation(call.exec)
+        call.invocation = self.tools.invocation(self._exec(call))
         await call.invocation.prepare()
         call.task = asyncio.get_running_loop().create_task(call.invocation.execute())
 
@@ -201,15 +193,12 @@ class ToolCallScheduler:
         if outcome.concludes_turn:
             self.concluded = True
 
-    async def _outcome(self, call: Call) -> Any:
+    async def _outcome(self, call: Call) -> ToolOutcome:
         if self.tools is None or call.invocation is None:
-            text = f'Error: unknown tool "{call.name}"'
-            return Outcome(
-                [{"type": "text", "text": text}], True, {"name": "ToolNotFoundError", "code": "UNKNOWN_TOOL"}
-            )
+            return unknown_tool(call.name)
         return await call.invocation.commit()
 
-    def _log_result(self, call: Call, outcome: Any) -> None:
+    def _log_result(self, call: Call, outcome: ToolOutcome) -> None:
         message = {
             "role": "tool",
             "source": {"kind": "tool", "callId": call.call_id},
@@ -228,9 +217,4 @@ class ToolCallScheduler:
 
     def _aborted_pair(self, call: Call) -> None:
         self._log_call(call)
-        outcome = Outcome(
-            [{"type": "text", "text": ABORTED_TEXT}],
-            True,
-            {"name": "AbortError", "code": "ABORTED_BEFORE_DISPATCH"},
-        )
-        self._log_result(call, outcome)
+        self._log_result(call, aborted_before_dispatch())

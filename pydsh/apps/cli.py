@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pydsh import __version__
+from pydsh.apps.usage import UsageError
 
 if TYPE_CHECKING:
     from pydsh.kernel.errors import KernelError
@@ -37,18 +38,25 @@ Options:
   --dump-config[=resolved]     print the composed row tree as YAML and exit (resolved: interpolated)
   --dump-default-config        print the tree of the profile's bundles alone (no patch.yml, no --patch)
   --dump-config-schema         print the JSON Schema of the profile's rows and of patch files
+  --dump-events                load the profile without running its app and print every event's
+                               listeners in the order they run (with the order each event declares)
   -V, --version                print the version
   -h, --help                   show this help
 """
+LAUNCHER = 1
+"""The exit code of a usage error in the launcher's own options (an app's usage errors exit 2)."""
 EXIT_BARE = 2
 """A bare ``pydsh``: the usage, as for any command line that names nothing to do."""
 VALUED = {"--profile": "a name", "--from-default-profile": "a name", "--patch": "a path"}
-DUMPS = {"--dump-config": "written", "--dump-default-config": "default", "--dump-config-schema": "schema"}
-DUMPS_EXCLUSIVE = "error: --dump-config, --dump-default-config, and --dump-config-schema are mutually exclusive"
-
-
-class UsageError(Exception):
-    """A command-line problem: printed as is, exit code 1."""
+DUMPS = {
+    "--dump-config": "written",
+    "--dump-default-config": "default",
+    "--dump-config-schema": "schema",
+    "--dump-events": "events",
+}
+DUMPS_EXCLUSIVE = "--dump-config, --dump-default-config, and --dump-config-schema are mutually exclusive"
+"""The reference runtime's words for two config dumps at once."""
+EVENTS_EXCLUSIVE = "--dump-events prints the event table alone and takes no config dump"
 
 
 @dataclass
@@ -58,7 +66,7 @@ class Launch:
     profile: str | None = None
     patches: list[str] = field(default_factory=list)
     dump: str | None = None
-    """``written``, ``resolved``, ``default`` or ``schema``: which config dump to print instead of running."""
+    """``written``, ``resolved``, ``default``, ``schema`` or ``events``: which dump to print instead of running."""
     from_default: str | None = None
     """The shipped template to recreate the profile from before composing it."""
     app_args: list[str] = field(default_factory=list)
@@ -91,7 +99,7 @@ def parse_launch(argv: list[str]) -> Launch:
         elif launch.profile is None and not arg.startswith("-") and not launch.starts_with_options():
             launch.profile = arg
         elif launch.profile is None and arg.startswith("-"):
-            raise UsageError(f"error: unknown option '{arg}'")
+            raise UsageError(f"unknown option '{arg}'", LAUNCHER)
         else:
             launch.app_args = argv[i:]
             break
@@ -102,13 +110,13 @@ def parse_launch(argv: list[str]) -> Launch:
 def set_valued(launch: Launch, flag: str, value: str) -> None:
     """Record ``--profile``, ``--from-default-profile`` or ``--patch`` (``value`` "" = missing)."""
     if not value:
-        raise UsageError(f"error: {flag} needs {VALUED[flag]}")
+        raise UsageError(f"{flag} needs {VALUED[flag]}", LAUNCHER)
     if flag == "--patch":
         launch.patches.append(value)
     elif flag == "--from-default-profile":
         launch.from_default = value
     elif launch.profile is not None:
-        raise UsageError("error: select a profile only once")
+        raise UsageError("select a profile only once", LAUNCHER)
     else:
         launch.profile = value
 
@@ -117,10 +125,11 @@ def set_dump(launch: Launch, flag: str, value: str | None) -> None:
     """Record one dump flag; only ``--dump-config`` takes a value (``resolved``), and one dump is printed."""
     if value is not None and (flag != "--dump-config" or value != "resolved"):
         accepted = "takes only the value resolved" if flag == "--dump-config" else "takes no value"
-        raise UsageError(f'error: {flag} {accepted}, got "{value}"')
+        raise UsageError(f'{flag} {accepted}, got "{value}"', LAUNCHER)
     dump = "resolved" if value is not None else DUMPS[flag]
     if launch.dump is not None and launch.dump != dump:
-        raise UsageError(DUMPS_EXCLUSIVE)
+        events = "events" in (launch.dump, dump)
+        raise UsageError(EVENTS_EXCLUSIVE if events else DUMPS_EXCLUSIVE, LAUNCHER)
     launch.dump = dump
 
 
@@ -131,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         code = _main(args)
     except UsageError as exc:
         print(exc, file=sys.stderr)
-        code = 1
+        code = exc.exit_code
     except KeyboardInterrupt:
         code = 130
     if argv is None:
@@ -158,7 +167,7 @@ def _main(argv: list[str]) -> int:
         print(HELP, end="")
         return 0
     if launch.profile is None:
-        raise UsageError("error: --profile <name> is required")
+        raise UsageError("--profile <name> is required", LAUNCHER)
     return run_profile(launch)
 
 
@@ -184,9 +193,9 @@ def check_dump(launch: Launch) -> None:
     if launch.dump is None:
         return
     if launch.app_args:
-        raise UsageError(f'error: config dumps take no app arguments, got "{" ".join(launch.app_args)}"')
+        raise UsageError(f'config dumps take no app arguments, got "{" ".join(launch.app_args)}"', LAUNCHER)
     if launch.dump == "default" and launch.patches:
-        raise UsageError("error: --dump-default-config prints the bundle layers and takes no --patch")
+        raise UsageError("--dump-default-config prints the bundle layers and takes no --patch", LAUNCHER)
 
 
 def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
@@ -208,6 +217,10 @@ def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
             sys.stdout.write(comp.dump())
             return 0
         rows = resolve_rows(comp.rows)
+        if launch.dump == "events":
+            from pydsh.host.launch import dump_events
+
+            return dump_events(launch.profile, rows)
         if launch.dump is not None:
             from pydsh.kernel.compose import Composition
 

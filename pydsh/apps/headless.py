@@ -19,13 +19,19 @@ import sys
 import uuid
 from typing import Any, TextIO
 
+from pydsh.agent.keys import AGENT_PRESETS, AGENTS
 from pydsh.apps.headless_events import EventStream, error_line
+from pydsh.apps.usage import UsageError, UsageParser
 from pydsh.compaction.engine import CompactionError
+from pydsh.compaction.keys import COMPACTION
 from pydsh.host import Agent, AgentSpec, Host, HostError, RunResult
+from pydsh.host.keys import APP
 from pydsh.host.workspace import check_workspace
 from pydsh.kernel.context import Context
 from pydsh.session.events import Event
+from pydsh.session.hooks import SESSION_EVENT
 from pydsh.session.ids import session_id_problem
+from pydsh.session.keys import SESSIONS
 from pydsh.session.log import Session
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -45,15 +51,6 @@ USAGE_REFUSALS = frozenset(
 """Refusals of the command line's own session options: exit 2 like any usage error."""
 
 
-class HeadlessUsageError(Exception):
-    """A command-line problem: printed as ``error: <message>``, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:
-        raise HeadlessUsageError(message)
-
-
 def _seconds(text: str) -> float:
     value = float(text)
     if not value >= 0:
@@ -63,7 +60,7 @@ def _seconds(text: str) -> float:
 
 def parse_args(args: list[str]) -> argparse.Namespace:
     """The headless command line in DeepSeek Harness's forms or pydsh's, checked, with the task read."""
-    parser = _Parser(prog="pydsh headless", usage=USAGE, add_help=True)
+    parser = UsageParser(prog="pydsh headless", usage=USAGE, add_help=True)
     parser.add_argument("task", nargs="*", help='the task; its words are joined, "-" reads it from stdin')
     parser.add_argument("--cwd", help="workspace of a new session (default: the current directory)")
     parser.add_argument("--session", help="id for a new session")
@@ -82,11 +79,11 @@ def parse_args(args: list[str]) -> argparse.Namespace:
     parser.add_argument("--compact", metavar="ID", help="compact the history of a persisted session and exit")
     ns, unknown = parser.parse_known_intermixed_args(args)
     if unknown:
-        raise HeadlessUsageError(f"unknown option '{unknown[0]}'")
+        raise UsageError(f"unknown option '{unknown[0]}'")
     ns.resume_flag = next((a.partition("=")[0] for a in args if a.partition("=")[0] in RESUME_FLAGS), "--resume")
     if ns.compact is not None:
         if ns.task or ns.resume or ns.session or ns.cwd or ns.preset or ns.provider:
-            raise HeadlessUsageError("--compact ID takes no task and no other session option")
+            raise UsageError("--compact ID takes no task and no other session option")
         return ns
     check_session_options(ns)
     ns.task = read_task(ns.task)
@@ -96,33 +93,33 @@ def parse_args(args: list[str]) -> argparse.Namespace:
 def check_session_options(ns: argparse.Namespace) -> None:
     """The session options agree with each other; ``--cwd`` names a usable workspace."""
     if ns.resume and (ns.session or ns.cwd):
-        raise HeadlessUsageError(f"{ns.resume_flag} cannot be combined with --session or --cwd")
+        raise UsageError(f"{ns.resume_flag} cannot be combined with --session or --cwd")
     if ns.resume and ns.preset:
-        raise HeadlessUsageError(f"{ns.resume_flag} keeps the session's preset; --preset is for a new session")
+        raise UsageError(f"{ns.resume_flag} keeps the session's preset; --preset is for a new session")
     problem = session_id_problem(ns.session) if ns.session is not None else None
     if problem is not None:
-        raise HeadlessUsageError(f"--session id {problem}")
+        raise UsageError(f"--session id {problem}")
     if bool(ns.provider) != bool(ns.model):
-        raise HeadlessUsageError("give --provider and --model together")
+        raise UsageError("give --provider and --model together")
     if ns.cwd:
         try:
             ns.cwd = check_workspace(ns.cwd)
         except HostError as exc:
-            raise HeadlessUsageError(f"--{exc}") from None
+            raise UsageError(f"--{exc}") from None
 
 
 def read_task(words: list[str]) -> str:
     """The task: its words joined by spaces, or stdin for ``-`` or for no words when stdin is not a terminal."""
     if "-" in words and len(words) > 1:
-        raise HeadlessUsageError("`-` must be the only task argument")
+        raise UsageError("`-` must be the only task argument")
     if words == ["-"] or (not words and sys.stdin is not None and not sys.stdin.isatty()):
         task = sys.stdin.buffer.read().decode("utf-8", "replace")
     else:
         task = " ".join(words)
     if not words and not task.strip():
-        raise HeadlessUsageError(TASK_REQUIRED)
+        raise UsageError(TASK_REQUIRED)
     if not task.strip():
-        raise HeadlessUsageError("the task is empty")
+        raise UsageError("the task is empty")
     return task
 
 
@@ -197,8 +194,8 @@ class HeadlessApp:
         stream = wants_json(args)
         try:
             ns = parse_args(args)
-        except HeadlessUsageError as exc:
-            return usage_failed(str(exc), stream)
+        except UsageError as exc:
+            return usage_failed(exc.message, stream)
         except SystemExit as exc:
             return int(exc.code or 0)
         if ns.compact is not None:
@@ -232,10 +229,10 @@ class HeadlessApp:
         except HostError as exc:
             return refused(exc, False)
         live = agent.live
-        self.ctx.on("session/event", Trace(sys.stderr, agent.session_id).event, global_=False)
-        roster = self.ctx.get("agent_presets")
-        engine = roster.service_for(live, "compaction") if roster is not None else None
-        engine = engine or self.ctx.get("compaction")
+        self.ctx.on(SESSION_EVENT, Trace(sys.stderr, agent.session_id).event, global_=False)
+        roster = self.ctx.get(AGENT_PRESETS)
+        engine = roster.service_for(live, COMPACTION) if roster is not None else None
+        engine = engine or self.ctx.get(COMPACTION)
         try:
             if engine is None:
                 print(f'pydsh: compact: no compaction engine is mounted for session "{session_id}"', file=sys.stderr)
@@ -251,11 +248,11 @@ class HeadlessApp:
             await agent.close()
 
     async def _run(self, agent: Agent, ns: argparse.Namespace) -> int:
-        self.ctx.on("session/event", Trace(sys.stderr, agent.session_id).event, global_=False)
+        self.ctx.on(SESSION_EVENT, Trace(sys.stderr, agent.session_id).event, global_=False)
         stream = EventStream(sys.stdout, agent.session_id) if ns.json else None
         if stream is not None:
             stream.session(agent.session)
-            self.ctx.on("session/event", stream.event, global_=False)
+            self.ctx.on(SESSION_EVENT, stream.event, global_=False)
         received: list[signal.Signals] = []
         interrupted = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -361,8 +358,8 @@ def report(
 
 
 name = "headless-app"
-inject = ("agents", "sessions")
+inject = (AGENTS, SESSIONS)
 
 
 def apply(ctx: Context, config: None) -> None:
-    ctx.provide("app", HeadlessApp(ctx))
+    ctx.provide(APP, HeadlessApp(ctx))

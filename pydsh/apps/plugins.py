@@ -21,6 +21,9 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from pydsh.apps.usage import UsageError
+from pydsh.kernel.errors import PydshError
+
 HELP = """\
 Usage: pydsh plugin --profile <name> add <requirement>...
        pydsh plugin --profile <name> remove <distribution>...
@@ -50,7 +53,7 @@ _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _NAMED_REQUIREMENT = re.compile(rf"\s*({_NAME.pattern})\s*(?:\[[^\]]*\])?\s*(?:[<>=!~;@(]|$)")
 
 
-class PluginCommandError(Exception):
+class PluginCommandError(PydshError):
     """One clear message for stderr and the exit code that goes with it."""
 
     def __init__(self, message: str, exit_code: int) -> None:
@@ -72,7 +75,7 @@ def canonical(name: str) -> str:
 
 def parse(argv: list[str]) -> PluginCommand | None:
     """Parse ``plugin``'s arguments; ``None`` asks for the help text."""
-    from pydsh.apps.cli import UsageError
+    from pydsh.apps.cli import LAUNCHER
 
     profile: str | None = None
     rest: list[str] = []
@@ -81,14 +84,14 @@ def parse(argv: list[str]) -> PluginCommand | None:
         arg = argv[i]
         if arg == "--profile" or arg.startswith("--profile="):
             if profile is not None:
-                raise UsageError("error: select a profile only once")
+                raise UsageError("select a profile only once", LAUNCHER)
             if arg == "--profile":
                 value = argv[i + 1] if i + 1 < len(argv) else ""
                 i += 1
             else:
                 value = arg.partition("=")[2]
             if not value:
-                raise UsageError("error: --profile needs a name")
+                raise UsageError("--profile needs a name", LAUNCHER)
             profile = value
         elif arg in ("-h", "--help"):
             return None
@@ -98,7 +101,7 @@ def parse(argv: list[str]) -> PluginCommand | None:
             rest.append(arg)
         i += 1
     if profile is None:
-        raise UsageError("error: --profile <name> is required")
+        raise UsageError("--profile <name> is required", LAUNCHER)
     if not rest or rest[0] not in ACTIONS:
         got = f'unknown action "{rest[0]}"' if rest else "an action is required"
         raise PluginCommandError(f"error: {got} (add, remove or list)\n\n{HELP}", 2)

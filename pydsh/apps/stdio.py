@@ -16,11 +16,14 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from pydsh.sdk.framing import encode_frame
+from pydsh.llm.hooks import LLM_STREAM
+from pydsh.wire.framing import encode_frame
 
 if TYPE_CHECKING:
     from pydsh.kernel.context import Context
+    from pydsh.kernel.events import Next
     from pydsh.kernel.fiber import Disposer
+    from pydsh.llm.types import StreamChunk
 
 READ_CHUNK = 1 << 16
 READ_AHEAD_CHUNKS = 16
@@ -189,12 +192,14 @@ def _read_stdin(loop: asyncio.AbstractEventLoop, inbound: asyncio.Queue[bytes], 
 def pace_model_streams(ctx: Context, writer: FrameWriter) -> Disposer:
     """Make every model call of the process start, and pull each chunk, only while ``writer``'s client keeps up."""
 
-    async def pace(options: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
+    async def pace(
+        options: dict[str, Any], nxt: Next[AsyncIterator[StreamChunk] | None]
+    ) -> AsyncIterator[StreamChunk] | None:
         await writer.writable()
         source = await nxt()
         return None if source is None else _paced(source, writer.writable)
 
-    return ctx.on("llm/stream", pace, prepend=True)
+    return ctx.on(LLM_STREAM, pace, name="stream-pacing")
 
 
 async def _paced(source: AsyncIterator[Any], ready: Callable[[], Awaitable[None]]) -> AsyncIterator[Any]:

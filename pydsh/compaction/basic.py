@@ -11,11 +11,10 @@ import logging
 import math
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydsh.agent.agent import user_message
+from pydsh.agent.hooks import PRE_STEP, REQUEST_ERROR, PreStep, PreStepDecision, RequestError, RetryAnswer
 from pydsh.agent.loop import error_chain
 from pydsh.compaction.engine import (
     CompactionError,
@@ -29,13 +28,18 @@ from pydsh.compaction.engine import (
     open_compaction,
     pairing_counts,
 )
+from pydsh.compaction.hooks import SUMMARY_ERROR, SummaryFailure
+from pydsh.compaction.keys import COMPACTION, TOKEN_METER, TOOL_RESULT_PRUNER
 from pydsh.compaction.summary import INSTRUCTION, checkpoint_content
+from pydsh.contract.agent import user_message
 from pydsh.kernel.config import BaseModel, ConfigDict, Field, model_validator
 from pydsh.kernel.context import Context
 from pydsh.kernel.errors import KernelError
-from pydsh.kernel.events import define_event
+from pydsh.kernel.events import Next
+from pydsh.llm.keys import LLM
 from pydsh.llm.stream_records import BlockAssembler
 from pydsh.llm.types import LlmError
+from pydsh.session.keys import SESSIONS
 from pydsh.session.surface import derive_event_message
 
 if TYPE_CHECKING:
@@ -46,11 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pydsh.compaction")
 
-define_event("compaction/summary-error", "waterfall")
-define_event("agent/pre-step", "waterfall")
-define_event("agent/request-error", "waterfall")
-
-Next = Callable[[], Awaitable[Any]]
 
 SETTING_KEYS = (
     "thresholdRatio",
@@ -198,9 +197,9 @@ class BasicCompaction:
     def __init__(self, ctx: Context, config: Config) -> None:
         self.ctx = ctx
         self.config = config
-        self.llm = ctx.require("llm")
-        self.meter: TokenMeter = ctx.require("token_meter")
-        self.sessions: SessionStore = ctx.require("sessions")
+        self.llm = ctx.require(LLM)
+        self.meter: TokenMeter = ctx.require(TOKEN_METER)
+        self.sessions: SessionStore = ctx.require(SESSIONS)
 
     # -- budgets ----------------------------------------------------------------------------
 
@@ -354,7 +353,7 @@ class BasicCompaction:
             )
 
     def _prune(self, session: Session) -> int:
-        pruner: ToolResultPruner | None = self.ctx.get("tool_result_pruner")
+        pruner: ToolResultPruner | None = self.ctx.get(TOOL_RESULT_PRUNER)
         return pruner.prune_session(session) if pruner is not None else 0
 
     def _span(self, session: Session, start: int, end: int) -> list[int]:
@@ -424,8 +423,8 @@ class BasicCompaction:
                 summary = await self._summarise(agent, shadowed, signal)
                 break
             except (LlmError, SummaryError) as exc:
-                payload = {"session": session, "sourceEventSeqs": list(shadowed), "error": exc, "signal": signal}
-                repaired = await self.ctx.waterfall("compaction/summary-error", payload, lambda: False, scope=agent)
+                payload = SummaryFailure(session=session, sourceEventSeqs=list(shadowed), error=exc, signal=signal)
+                repaired = await self.ctx.waterfall(SUMMARY_ERROR, payload, lambda: False, scope=agent)
                 if repaired is not True or (signal is not None and signal.aborted):
                     raise
                 if len(session.surface.nodes) != len(surface_before):
@@ -563,7 +562,7 @@ class Triggers:
         self.warned: set[tuple[str, str]] = set()
         self.overflows: weakref.WeakKeyDictionary[Any, tuple[int, int, int]] = weakref.WeakKeyDictionary()
 
-    async def pre_step(self, payload: dict[str, Any], nxt: Next) -> Any:
+    async def pre_step(self, payload: PreStep, nxt: Next[PreStepDecision]) -> PreStepDecision:
         """Shorten the history before the step's request is derived; failures never stop the turn."""
         agent, signal = payload["agent"], payload.get("signal")
         if signal is None or not signal.aborted:
@@ -578,7 +577,7 @@ class Triggers:
                 log.warning("step compaction failed: %s; continuing the turn", error_chain(exc))
         return await nxt()
 
-    async def request_error(self, payload: dict[str, Any], nxt: Next) -> Any:
+    async def request_error(self, payload: RequestError, nxt: Next[RetryAnswer | None]) -> RetryAnswer | None:
         """Answer ``CONTEXT_WINDOW_EXCEEDED`` with one maximal compaction and a retry (§4.4)."""
         agent, signal = payload["agent"], payload.get("signal")
         if payload["failure"].get("code") != "CONTEXT_WINDOW_EXCEEDED" or (signal is not None and signal.aborted):
@@ -586,7 +585,7 @@ class Triggers:
         session = agent.session
         target = self.engine.target(session)
         settings = self.engine.config.settings_for(*target) if target is not None else self.engine.config
-        anchor = (agent.turn, _last_assistant(session))
+        anchor = (payload["turn"], _last_assistant(session))
         turn, last, count = self.overflows.get(agent, (*anchor, 0))
         if (turn, last) != anchor:
             count = 0
@@ -613,19 +612,19 @@ def _last_assistant(session: Session) -> int:
 
 
 name = "compaction-basic"
-inject = ("llm", "sessions")
+inject = (LLM, SESSIONS)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``compaction`` and, with ``auto``, register the step-pressure and overflow triggers."""
-    if ctx.get("token_meter") is None:
+    if ctx.get(TOKEN_METER) is None:
         raise KernelError(
             "CONFIG_INVALID",
             "compaction-basic needs the token_meter service: add the token-meter row to the host composition (base)",
         )
     engine = BasicCompaction(ctx, config)
-    ctx.provide("compaction", engine)
+    ctx.provide(COMPACTION, engine)
     if config.auto:
         triggers = Triggers(engine)
-        ctx.on("agent/pre-step", triggers.pre_step)
-        ctx.on("agent/request-error", triggers.request_error)
+        ctx.on(PRE_STEP, triggers.pre_step, name="compaction")
+        ctx.on(REQUEST_ERROR, triggers.request_error, name="compaction")

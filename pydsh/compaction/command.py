@@ -8,17 +8,17 @@ and the compaction brackets carry its ``commandId`` as ``sourceCommandId``. The 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydsh.agent.agent import text_of
+from pydsh.agent.hooks import PRE_STEP, PreStep, PreStepDecision
 from pydsh.agent.loop import error_chain
+from pydsh.compaction.keys import COMPACTION
+from pydsh.contract.agent import text_of
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.kernel.events import Next
 
 log = logging.getLogger("pydsh.compaction")
 
-define_event("agent/pre-step", "waterfall")
 
 COMMAND = "/compact"
 
@@ -38,7 +38,7 @@ name = "command-compact"
 def apply(ctx: Context, config: None) -> None:
     """Intercept ``/compact`` prompts at the first step of their turn."""
 
-    async def on_pre_step(payload: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
+    async def on_pre_step(payload: PreStep, nxt: Next[PreStepDecision]) -> PreStepDecision:
         messages = payload["messages"]
         if payload["step"] != 1 or not is_compact_command(messages):
             return await nxt()
@@ -46,7 +46,7 @@ def apply(ctx: Context, config: None) -> None:
         session = agent.session
         command_id = messages[0]["id"]
         session.append("command/run", {"commandId": command_id, "name": "compact", "source": {"kind": "user"}})
-        engine = ctx.get("compaction")
+        engine = ctx.get(COMPACTION)
         done: dict[str, Any] = {"commandId": command_id}
         try:
             if engine is None:
@@ -67,4 +67,4 @@ def apply(ctx: Context, config: None) -> None:
         session.append("command/done", done)
         return {"kind": "enter", "messages": []}
 
-    ctx.on("agent/pre-step", on_pre_step, prepend=True)
+    ctx.on(PRE_STEP, on_pre_step, name="command-compact")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from pydsh.kernel.errors import PydshError
+
 if TYPE_CHECKING:
     from pydantic_core import PydanticCustomError
 
@@ -33,7 +35,7 @@ def config_error(message: str) -> PydanticCustomError:
     return PydanticCustomError("compaction_config", "{message}", {"message": message})
 
 
-class CompactionError(Exception):
+class CompactionError(PydshError):
     """A compaction that could not run or commit; the history is unchanged unless stated."""
 
 

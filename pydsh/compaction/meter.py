@@ -14,9 +14,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydsh.compaction.heuristic import estimate_message, price_blocks, price_event, tools_tokens
+from pydsh.compaction.keys import TOKEN_METER
 from pydsh.kernel.config import BaseModel, ConfigDict, model_validator
 from pydsh.kernel.context import Context
+from pydsh.kernel.errors import PydshError
 from pydsh.llm.stream_records import BlockAssembler, expand_assistant_stream
+from pydsh.session.hooks import SESSION_EVENT
+from pydsh.session.keys import SESSION_PROJECTIONS
 from pydsh.session.projections import SessionProjections, Wire
 
 if TYPE_CHECKING:
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
     from pydsh.session.log import Session
 
 
-class MeterError(ValueError):
+class MeterError(PydshError, ValueError):
     """A session log the meter cannot fold (e.g. an assistant message outside a step)."""
 
 
@@ -507,7 +511,7 @@ class Config(BaseModel):
 
 
 name = "token-meter"
-inject = ("session_projections",)
+inject = (SESSION_PROJECTIONS,)
 
 
 def apply(ctx: Context, config: Config) -> None:
@@ -518,8 +522,8 @@ def apply(ctx: Context, config: Config) -> None:
             "or an isolate realm, where its process-wide projection units would depend on which presets are mounted"
         )
     meter = TokenMeter()
-    ctx.provide("token_meter", meter)
-    projections: SessionProjections = ctx.require("session_projections")
+    ctx.provide(TOKEN_METER, meter)
+    projections: SessionProjections = ctx.require(SESSION_PROJECTIONS)
     for unit in UNITS:
         projections.register(ctx, unit())
-    ctx.on("session/event", meter.on_event, global_=True)
+    ctx.on(SESSION_EVENT, meter.on_event, global_=True)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydsh.compaction.engine import config_error
 from pydsh.compaction.heuristic import estimate_message
+from pydsh.compaction.keys import TOOL_RESULT_PRUNER
 from pydsh.kernel.config import BaseModel, ConfigDict, Field, model_validator
 from pydsh.kernel.context import Context
 
@@ -100,4 +101,4 @@ name = "tool-result-pruner"
 
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``tool_result_pruner`` (inside the preset's isolate realm when a preset mounts it)."""
-    ctx.provide("tool_result_pruner", ToolResultPruner(config))
+    ctx.provide(TOOL_RESULT_PRUNER, ToolResultPruner(config))

@@ -73,14 +73,17 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Load a public name's module on first access."""
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pydsh.host' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"pydsh.host.{module}"), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which would otherwise accept any name this module is asked for.
+
+    def __getattr__(name: str) -> Any:
+        """Load a public name's module on first access."""
+        module = _HOME.get(name)
+        if module is None:
+            raise AttributeError(f"module 'pydsh.host' has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"pydsh.host.{module}"), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

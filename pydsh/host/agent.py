@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydsh.host.errors import HostError
+from pydsh.subagents.keys import SUBAGENTS
 
 if TYPE_CHECKING:
     from pydsh.agent.loop import LoopAgent
@@ -93,7 +94,7 @@ class Agent:
         """Queue ``input`` as the next turn (``steer``: the next step of a running turn) and return once
         the splice that queued it is on disk, so an acknowledgement never outlives a crash (a log that
         cannot be written: ``HostError``, code ``unavailable``)."""
-        from pydsh.agent.agent import user_message
+        from pydsh.contract.agent import user_message
 
         self._check_open()
         live = self.live
@@ -111,7 +112,7 @@ class Agent:
 
     def steer(self, input: Input) -> None:
         """Queue ``input`` for the next step of the running turn."""
-        from pydsh.agent.agent import user_message
+        from pydsh.contract.agent import user_message
 
         self._check_open()
         self.live.steer(user_message(input))
@@ -127,7 +128,7 @@ class Agent:
         (their settlement turns included), then until its log is on disk; ``also`` runs in each round
         (a frontend's own delivery). A log that cannot be written: ``HostError``, code ``unavailable``."""
         agent = self.live
-        subagents = self.host.ctx.get("subagents")
+        subagents = self.host.ctx.get(SUBAGENTS)
         while True:
             await agent.when_idle()
             position = agent.session.seq
@@ -148,7 +149,7 @@ class Agent:
 
     async def unsettled(self) -> list[str]:
         """Full names of the managed descendants still running (what an early stop would cut short)."""
-        subagents = self.host.ctx.get("subagents")
+        subagents = self.host.ctx.get(SUBAGENTS)
         if subagents is None:
             return []
         running = [a.child_id for a in subagents.descendants(self.session_id) if a.agent.status == "running"]
@@ -174,7 +175,7 @@ class Agent:
 
         self.host._forget(self)
         errors: list[Exception] = []
-        subagents = self.host.ctx.get("subagents")
+        subagents = self.host.ctx.get(SUBAGENTS)
         if subagents is not None:
             try:
                 await subagents.drain([self.session_id])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydsh.kernel.errors import PydshError
+
 Code = Literal[
     "composition",
     "not_open",
@@ -23,7 +25,7 @@ Code = Literal[
 exit code)."""
 
 
-class HostError(Exception):
+class HostError(PydshError):
     """A host cannot be opened or asked: bad profile, patch or composition, unknown session, bad input.
 
     ``str(exc)`` is the one-line message; ``code`` says which rule refused the request.

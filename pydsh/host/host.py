@@ -16,9 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.keys import AGENTS
 from pydsh.host.errors import HostError
 from pydsh.host.home import lease_home, release_home
 from pydsh.host.workspace import check_workspace
+from pydsh.kernel.keys import HOST_INFO, AnyKey, HostInfo
+from pydsh.llm.keys import LLM_TRANSPORT
+from pydsh.session.keys import SESSION_PERSISTENCE, SESSIONS
+from pydsh.subagents.keys import SUBAGENTS
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -91,7 +96,7 @@ class Host:
 
     @property
     def ctx(self) -> Context:
-        """The root context: every service of the composition (``host.ctx.require("llm")``)."""
+        """The root context: every service of the composition (``host.ctx.require(LLM)``)."""
         if self._kernel is None:
             raise HostError("the host is not open", "not_open")
         return self._kernel.ctx
@@ -99,16 +104,12 @@ class Host:
     @property
     def sessions(self) -> SessionStore:
         """The live session logs of the process."""
-        from pydsh.kernel import services
-
-        return services.sessions(self.ctx)
+        return self.ctx.require(SESSIONS)
 
     @property
     def registry(self) -> AgentRegistry:
         """Every live agent of the process (roots and their descendants)."""
-        from pydsh.kernel import services
-
-        return services.agents(self.ctx)
+        return self.ctx.require(AGENTS)
 
     async def __aenter__(self) -> Host:
         return await self.start()
@@ -118,7 +119,7 @@ class Host:
     ) -> None:
         await self.close()
 
-    async def start(self, *, service: str = "agents") -> Host:
+    async def start(self, *, service: AnyKey = AGENTS) -> Host:
         """Compose the profile and load it; ``HostError`` names what is wrong with it (each problem on its
         own line) or that the composition provides no ``service``."""
         if self._kernel is not None:
@@ -133,19 +134,18 @@ class Host:
             raise
         return self
 
-    async def _load(self, service: str) -> Kernel:
+    async def _load(self, service: AnyKey) -> Kernel:
         from pydsh.kernel.host import Kernel
-        from pydsh.llm.http import TRANSPORT_SERVICE
 
         rows = self._rows if self._rows is not None else self._resolve()
         kernel = Kernel()
         from pydsh.kernel.profiles import profile_dir
 
-        kernel.ctx.provide("host_info", {"profile": self.profile, "profile_dir": str(profile_dir(self.profile))})
+        kernel.ctx.provide(HOST_INFO, HostInfo(profile=self.profile, profile_dir=str(profile_dir(self.profile))))
         if self.transport is not None:
-            kernel.ctx.provide(TRANSPORT_SERVICE, self.transport)
+            kernel.ctx.provide(LLM_TRANSPORT, self.transport)
         await kernel.load(rows)
-        problems = strict_config_errors(kernel)
+        problems = composition_errors(kernel)
         if problems:
             await kernel.dispose()
             raise HostError("\n".join(problems))
@@ -153,7 +153,7 @@ class Host:
             failed = ", ".join(f.row_id for f in kernel.loader.failures) or "none"
             await kernel.dispose()
             raise HostError(
-                f'profile "{self.profile}" provides no {service} service (failed rows: {failed})', "unavailable"
+                f'profile "{self.profile}" provides no {service.name} service (failed rows: {failed})', "unavailable"
             )
         return kernel
 
@@ -325,9 +325,9 @@ class Host:
         return agent
 
     async def _create(self, spec: AgentSpec, workspace: str, session_id: str | None) -> AgentHandle:
-        from pydsh.agent.agent import AgentOptions
         from pydsh.agent.presets import RemoteError, header_preset
         from pydsh.agent.registry import CreateAgentOptions
+        from pydsh.contract.agent import AgentOptions
 
         if session_id is not None and await self._stored(session_id):
             raise HostError(f'session "{session_id}" already exists', "exists")
@@ -345,8 +345,8 @@ class Host:
             raise HostError(str(exc), "unknown_preset") from exc
 
     async def _resume(self, session_id: str, spec: AgentSpec) -> AgentHandle:
-        from pydsh.agent.agent import AgentOptions
         from pydsh.agent.presets import RemoteError
+        from pydsh.contract.agent import AgentOptions
 
         header = await self.stored_header(session_id)
         refusal = resume_refusal(header)
@@ -381,12 +381,12 @@ class Host:
         return setup
 
     async def _stored(self, session_id: str) -> bool:
-        persistence = self.ctx.get("session_persistence")
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
         return persistence is not None and bool(await persistence.exists(session_id))
 
     async def stored_header(self, session_id: str) -> dict[str, Any]:
         """The header of a persisted session; ``HostError`` when there is none or it cannot be read."""
-        persistence = self.ctx.get("session_persistence")
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
         if persistence is None:
             raise HostError(f'session "{session_id}" not found', "not_found")
         try:
@@ -406,7 +406,7 @@ class Host:
         """
         agents = self.agents
         progress = unfinished if unfinished is not None else set()
-        subagents = self.ctx.get("subagents") if self._kernel is not None else None
+        subagents = self.ctx.get(SUBAGENTS) if self._kernel is not None else None
         errors: list[Exception] = []
         if subagents is not None and agents:
             progress.add("subagent drain")
@@ -468,15 +468,15 @@ def _session_refusal(session_id: str, exc: Exception) -> HostError | None:
     return None
 
 
-def strict_config_errors(kernel: Kernel) -> list[str]:
-    """Invalid config of rows from shipped bundles or the user's patches: composition errors, each once."""
+def composition_errors(kernel: Kernel) -> list[str]:
+    """Composition errors, each once: invalid config of rows from shipped bundles or the user's patches,
+    and listeners whose declared order contradicts another's (from any row)."""
     from pydsh.kernel.profiles import PLUGIN_BUNDLE
 
-    errors = (
-        str(f.error)
-        for f in kernel.loader.failures
-        if getattr(f.error, "code", None) == "CONFIG_INVALID" and not f.source.startswith(PLUGIN_BUNDLE)
-    )
+    def fatal(code: object, source: str) -> bool:
+        return code == "EVENT_ORDER" or (code == "CONFIG_INVALID" and not source.startswith(PLUGIN_BUNDLE))
+
+    errors = (str(f.error) for f in kernel.loader.failures if fatal(getattr(f.error, "code", None), f.source))
     return list(dict.fromkeys(errors))
 
 

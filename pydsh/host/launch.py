@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from pydsh.host.errors import HostError
 from pydsh.host.host import Host
+from pydsh.host.keys import APP
+from pydsh.kernel.events import EventBus, declared_events
 
 if TYPE_CHECKING:
     from pydsh.kernel.compose import Row
-
-
-class App(Protocol):
-    """What an app bundle's row provides as the ``app`` service: a frontend over the host it runs in."""
-
-    async def run(self, host: Host, args: list[str]) -> int: ...
 
 
 def configure_logging() -> None:
@@ -34,14 +31,13 @@ async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
     """Load ``rows`` as ``profile``'s host and run its app: 2 for composition errors, 1 without an app."""
     host = Host.of_rows(profile, rows)
     try:
-        await host.start(service="app")
+        await host.start(service=APP)
     except HostError as exc:
         for line in str(exc).splitlines():
             print(f"pydsh: {line}", file=sys.stderr)
         return 1 if exc.code == "unavailable" else 2
     try:
-        app: App = host.ctx.require("app")
-        return await app.run(host, args)
+        return await host.ctx.require(APP).run(host, args)
     finally:
         await host.close()
 
@@ -50,3 +46,52 @@ def run_app(profile: str, rows: list[Row], args: list[str]) -> int:
     """The command line's entry into an app: logging to stderr, one event loop for the whole run."""
     configure_logging()
     return asyncio.run(serve(profile, rows, args))
+
+
+def dump_events(profile: str, rows: list[Row]) -> int:
+    """``--dump-events``: load the profile without running its app and print every event's listeners in order.
+
+    Loading may hand fd 1 to an app's wire, so the report goes to a copy of stdout taken beforehand.
+    """
+    configure_logging()
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    sys.stdout.flush()
+
+    async def report() -> int:
+        host = Host.of_rows(profile, rows)
+        try:
+            await host.start(service=APP)
+        except HostError as exc:
+            for line in str(exc).splitlines():
+                print(f"pydsh: {line}", file=sys.stderr)
+            return 1 if exc.code == "unavailable" else 2
+        try:
+            out.write(event_table(host.ctx.runtime.bus))
+        finally:
+            await host.close()
+        return 0
+
+    with out:
+        return asyncio.run(report())
+
+
+def event_table(bus: EventBus) -> str:
+    """Every declared event as YAML: its mode, the order it declares and its listeners in dispatch order."""
+    import yaml
+
+    table: dict[str, dict[str, object]] = {}
+    for event in declared_events():
+        entry: dict[str, object] = {"mode": event.mode}
+        if event.order:
+            entry["order"] = list(event.order)
+        listeners = []
+        for listener in bus.listeners(event):
+            item: dict[str, object] = {"name": listener.name}
+            if listener.before:
+                item["before"] = list(listener.before)
+            if listener.after:
+                item["after"] = list(listener.after)
+            listeners.append(item)
+        entry["listeners"] = listeners
+        table[event.name] = entry
+    return yaml.safe_dump(table, sort_keys=False, allow_unicode=True, default_flow_style=None)

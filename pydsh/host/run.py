@@ -8,7 +8,9 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.hooks import ASSISTANT_STREAM, AssistantStream
 from pydsh.host.events import DELTAS, AgentEvent, Event, session_event
+from pydsh.session.hooks import SESSION_EVENT
 from pydsh.session.outcome import read_outcome
 
 if TYPE_CHECKING:
@@ -101,7 +103,7 @@ class Run:
             logged.append(event)
             queue.put_nowait(session_event(event))
 
-        def on_stream(payload: dict[str, Any]) -> None:
+        def on_stream(payload: AssistantStream) -> None:
             frame = payload["frame"]
             if payload["agent"] is live and logged and frame["type"] == "chunk":
                 kind = DELTAS.get(frame["chunk"]["type"])
@@ -109,7 +111,7 @@ class Run:
                     queue.put_nowait(kind(frame["chunk"]["text"], frame["turn"], frame["step"]))
 
         ctx = self.agent.host.ctx
-        removers = [ctx.on("session/event", on_event), ctx.on("agent/assistant-stream", on_stream)]
+        removers = [ctx.on(SESSION_EVENT, on_event), ctx.on(ASSISTANT_STREAM, on_stream)]
         idle: asyncio.Future[None] | None = None
         try:
             await self.agent.submit(self.input, message_id=message_id)

@@ -3,9 +3,7 @@
 from pydsh.kernel.cancel import AbortController, AbortError, AbortSignal
 from pydsh.kernel.context import Context
 from pydsh.kernel.errors import KernelError
-from pydsh.kernel.events import define_event
 from pydsh.kernel.host import Kernel
-from pydsh.kernel.plugin import Service
 from pydsh.kernel.scope import Scope, create_scope
 
 __all__ = [
@@ -16,7 +14,5 @@ __all__ = [
     "Kernel",
     "KernelError",
     "Scope",
-    "Service",
     "create_scope",
-    "define_event",
 ]

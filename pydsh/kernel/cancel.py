@@ -10,8 +10,10 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 
+from pydsh.kernel.errors import PydshError
 
-class AbortError(Exception):
+
+class AbortError(PydshError):
     """Raised where work stops because its signal was aborted; ``reason`` is the signal's."""
 
     def __init__(self, reason: object = None) -> None:

@@ -18,6 +18,8 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, dataclass_transform, get_args, get_origin
 
+from pydsh.kernel.errors import PydshError
+
 __all__ = ["BaseModel", "ConfigDict", "Field", "field_validator", "model_validator"]
 
 T = TypeVar("T", bound="BaseModel")
@@ -33,7 +35,7 @@ BOOL_WORDS = {w: False for w in ("0", "off", "f", "false", "n", "no")} | {
 _DIGITS = re.compile("-?[0-9]+")
 
 
-class _Slow(Exception):
+class _Slow(PydshError):
     """The fast path cannot decide: let pydantic validate."""
 
 

@@ -2,26 +2,27 @@
 
 A context belongs to one fiber (whose effect stack receives every registration made through
 it), may carry a scope tag, and resolves each service name through a realm. Child contexts
-made with :meth:`Context.extend` / :meth:`Context.isolate` share the fiber.
+made with :meth:`Context.child` / :meth:`Context.isolate` share the fiber.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, Unpack, cast, overload
 
 from pydsh.kernel.errors import KernelError
-from pydsh.kernel.events import EventBus, define_event
+from pydsh.kernel.events import Bail, Emit, Event, EventBus, Listener, Next, Parallel, Serial, Waterfall
 from pydsh.kernel.fiber import Disposer, Fiber, async_teardown_of, teardown_of
+from pydsh.kernel.keys import ServiceKey
 from pydsh.kernel.scope import ScopeTree
 
 if TYPE_CHECKING:
     from pydsh.kernel.plugin import Loader
 
-SERVICE_PROVIDED = "kernel/service-provided"
-define_event(SERVICE_PROVIDED, "bail")
-"""``(name, realm, fiber)`` after a service is provided; a listener's raise fails the provider (audits)."""
+T = TypeVar("T")
+R = TypeVar("R")
+Ts = TypeVarTuple("Ts")
 
 
 class Realm:
@@ -55,6 +56,11 @@ class Realm:
         return list(self._services)
 
 
+SERVICE_PROVIDED: Bail[str, Realm, Fiber, None] = Bail(
+    "kernel/service-provided", "after a service is provided; a listener's raise fails the provider (audits)"
+)
+
+
 class Runtime:
     """Process-wide kernel state shared by every context of one composition."""
 
@@ -70,7 +76,7 @@ class Runtime:
 class Context:
     """What a plugin receives: services, events, effects and its scope tag."""
 
-    __slots__ = ("runtime", "fiber", "scope", "_realms", "_labels", "props")
+    __slots__ = ("runtime", "fiber", "scope", "_realms", "_labels")
 
     def __init__(
         self,
@@ -79,22 +85,12 @@ class Context:
         *,
         scope: object | None = None,
         realms: dict[str, Realm] | None = None,
-        props: dict[str, Any] | None = None,
     ) -> None:
         self.runtime = runtime
         self.fiber = fiber
         self.scope = scope
         self._realms: dict[str, Realm] = realms or {}
         self._labels: dict[tuple[str, str], Realm] | None = None
-        self.props: dict[str, Any] = props or {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        props = object.__getattribute__(self, "props")
-        if name in props:
-            return props[name]
-        return self.require(name)
 
     def __repr__(self) -> str:
         return f"<Context fiber={self.fiber.row_id} scope={self.scope!r}>"
@@ -108,16 +104,20 @@ class Context:
     def realm_of(self, name: str) -> Realm:
         return self._realms.get(name) or self.runtime.root_realm
 
-    def get(self, name: str) -> Any:
-        return self.realm_of(name).get(name)
+    def get(self, key: ServiceKey[T]) -> T | None:
+        """The service ``key`` names in this context's realm, or ``None`` while no plugin provides it."""
+        return cast("T | None", self.realm_of(key.name).get(key.name))
 
-    def require(self, name: str) -> Any:
-        value = self.realm_of(name).get(name)
+    def require(self, key: ServiceKey[T]) -> T:
+        """The service ``key`` names; ``KernelError(MISSING_SERVICE)`` while no plugin provides it."""
+        value = self.realm_of(key.name).get(key.name)
         if value is None:
-            raise KernelError("MISSING_SERVICE", name)
-        return value
+            raise KernelError("MISSING_SERVICE", key.name)
+        return cast("T", value)
 
-    def provide(self, name: str, value: object) -> Disposer:
+    def provide(self, key: ServiceKey[T], value: T) -> Disposer:
+        """Publish ``value`` under ``key`` for as long as this fiber lives (the registration is an effect)."""
+        name = key.name
         realm = self.realm_of(name)
         if name in realm:
             raise KernelError("DUPLICATE_SERVICE", name)
@@ -139,13 +139,9 @@ class Context:
             fiber,
             scope=self.scope if scope is None else scope,
             realms=self._realms,
-            props=self.props,
         )
         fiber.ctx = ctx
         return ctx
-
-    def extend(self, **props: Any) -> Context:
-        return Context(self.runtime, self.fiber, scope=self.scope, realms=self._realms, props={**self.props, **props})
 
     def isolate(self, name: str, label: str | None = None) -> Context:
         """A child context in which ``name`` resolves to a fresh realm (shared per label)."""
@@ -161,7 +157,6 @@ class Context:
             self.fiber,
             scope=self.scope,
             realms={**self._realms, name: realm},
-            props=self.props,
         )
 
     # -- effects --------------------------------------------------------------------------
@@ -184,44 +179,105 @@ class Context:
         """Push an already-made registration's remover onto this fiber's stack."""
         return self.fiber.push(remove)
 
-    async def inject(self, deps: Iterable[str], callback: Callable[[Context], Any]) -> Fiber:
+    async def inject(self, deps: Iterable[ServiceKey[Any]], callback: Callable[[Context], Any]) -> Fiber:
         """Run ``callback`` as a sub-fiber while every service in ``deps`` exists."""
-        return await self.runtime.loader.inject(self, tuple(deps), callback)
+        return await self.runtime.loader.inject(self, tuple(key.name for key in deps), callback)
 
     # -- events ---------------------------------------------------------------------------
 
+    @overload
     def on(
         self,
-        event: str,
+        event: Emit[*Ts] | Parallel[*Ts],
+        listener: Callable[[Unpack[Ts]], object],
+        *,
+        name: str | None = None,
+        before: Iterable[str] = (),
+        after: Iterable[str] = (),
+        global_: bool = False,
+    ) -> Disposer: ...
+
+    @overload
+    def on(
+        self,
+        event: Serial[*Ts, R],
+        listener: Callable[[Unpack[Ts]], R | Awaitable[R | None] | None],
+        *,
+        name: str | None = None,
+        before: Iterable[str] = (),
+        after: Iterable[str] = (),
+        global_: bool = False,
+    ) -> Disposer: ...
+
+    @overload
+    def on(
+        self,
+        event: Bail[*Ts, R],
+        listener: Callable[[Unpack[Ts]], R | None],
+        *,
+        name: str | None = None,
+        before: Iterable[str] = (),
+        after: Iterable[str] = (),
+        global_: bool = False,
+    ) -> Disposer: ...
+
+    @overload
+    def on(
+        self,
+        event: Waterfall[T, R],
+        listener: Callable[[T, Next[R]], Awaitable[R]],
+        *,
+        name: str | None = None,
+        before: Iterable[str] = (),
+        after: Iterable[str] = (),
+        global_: bool = False,
+    ) -> Disposer: ...
+
+    def on(
+        self,
+        event: Event,
         listener: Callable[..., Any],
         *,
-        prepend: bool = False,
+        name: str | None = None,
+        before: Iterable[str] = (),
+        after: Iterable[str] = (),
         global_: bool = False,
     ) -> Disposer:
+        """Listen to ``event`` for as long as this fiber lives.
+
+        ``name`` (default: this plugin's row id) is what other listeners' ``before``/``after`` and the
+        event's declared ``order`` refer to; a contradictory order raises ``KernelError(EVENT_ORDER)``.
+        """
         if not self.fiber.accepts_effects:
-            raise KernelError("INACTIVE_EFFECT", f"listener for {event} on {self.fiber.state} fiber")
-        remove = self.runtime.bus.add(event, listener, self.scope, prepend=prepend, global_=global_)
+            raise KernelError("INACTIVE_EFFECT", f"listener for {event.name} on {self.fiber.state} fiber")
+        entry = Listener(listener, self.scope, global_, name or self.fiber.row_id, tuple(before), tuple(after))
+        remove = self.runtime.bus.add(event, entry)
         return self.fiber.push(remove)
 
-    def emit(self, name: str, *args: Any, scope: object | None = None) -> None:
-        self.runtime.bus.emit(name, *args, scope=scope)
+    def emit(self, event: Emit[*Ts], *args: *Ts, scope: object | None = None) -> None:
+        self.runtime.bus.emit(event, *args, scope=scope)
 
-    async def parallel(self, name: str, *args: Any, scope: object | None = None) -> None:
-        await self.runtime.bus.parallel(name, *args, scope=scope)
+    async def parallel(self, event: Parallel[*Ts], *args: *Ts, scope: object | None = None) -> None:
+        await self.runtime.bus.parallel(event, *args, scope=scope)
 
-    async def serial(self, name: str, *args: Any, scope: object | None = None) -> Any:
-        return await self.runtime.bus.serial(name, *args, scope=scope)
+    async def serial(self, event: Serial[*Ts, R], *args: *Ts, scope: object | None = None) -> R | None:
+        return await self.runtime.bus.serial(event, *args, scope=scope)
 
-    def bail(self, name: str, *args: Any, scope: object | None = None) -> Any:
-        return self.runtime.bus.bail(name, *args, scope=scope)
+    def bail(self, event: Bail[*Ts, R], *args: *Ts, scope: object | None = None) -> R | None:
+        return self.runtime.bus.bail(event, *args, scope=scope)
 
     async def waterfall(
-        self, name: str, payload: Any, default: Callable[[], Any], *, scope: object | None = None
-    ) -> Any:
-        return await self.runtime.bus.waterfall(name, payload, default, scope=scope)
+        self,
+        event: Waterfall[T, R],
+        payload: T,
+        default: Callable[[], R | Awaitable[R]],
+        *,
+        scope: object | None = None,
+    ) -> R:
+        return await self.runtime.bus.waterfall(event, payload, default, scope=scope)
 
-    def has_listeners(self, name: str) -> bool:
-        return self.runtime.bus.has_listeners(name)
+    def has_listeners(self, event: Event) -> bool:
+        return self.runtime.bus.has_listeners(event)
 
 
 def _noop() -> None:

@@ -1,4 +1,4 @@
-"""Kernel error type: one exception class whose ``code`` names what went wrong."""
+"""The root of every pydsh exception, and the kernel's own: one class whose ``code`` names what went wrong."""
 
 from __future__ import annotations
 
@@ -10,11 +10,16 @@ CODES = frozenset(
         "PLUGIN_NOT_FOUND",
         "CONFIG_INVALID",
         "COMPOSITION_INVALID",
+        "EVENT_ORDER",
     }
 )
 
 
-class KernelError(Exception):
+class PydshError(Exception):
+    """The root of pydsh's exceptions: ``except PydshError`` catches every failure pydsh raises on purpose."""
+
+
+class KernelError(PydshError):
     """A kernel contract was violated; ``code`` is one of :data:`CODES`."""
 
     def __init__(self, code: str, detail: str = "") -> None:

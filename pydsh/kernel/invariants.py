@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
+from pydsh.kernel.errors import PydshError
+from pydsh.kernel.keys import INVARIANTS
 
 if TYPE_CHECKING:
     from pydsh.kernel.context import Context
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 Installer = Callable[["Context", Callable[[str], NoReturn]], Any]
 
 
-class InvariantError(AssertionError):
+class InvariantError(PydshError, AssertionError):
     """An invariant companion saw a violation."""
 
     code = "INVARIANT"
@@ -98,5 +100,5 @@ name = "invariants"
 
 def apply(ctx: Context, config: Config) -> None:
     service = Invariants(config)
-    ctx.provide("invariants", service)
+    ctx.provide(INVARIANTS, service)
     ctx.effect(lambda: service.check_clean)

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydsh.kernel.compose import REFERENCE_PREFIX
-from pydsh.kernel.errors import KernelError
+from pydsh.kernel.errors import KernelError, PydshError
 from pydsh.kernel.fiber import ACTIVE, DISPOSED, DISPOSING, FAILED, LOADING, PENDING, Fiber
+from pydsh.kernel.keys import ServiceKey
 
 if TYPE_CHECKING:
     from pydsh.kernel.compose import Row
@@ -32,19 +33,11 @@ GROUP = "pydsh:group"
 GROUP_ALIASES = frozenset({GROUP, "cordis:group"})
 
 
-class PluginAborted(Exception):
+class PluginAborted(PydshError):
     """What a row records when its plugin raised a ``BaseException`` such as ``SystemExit`` while starting.
 
     The row keeps a readable error, and nothing that re-raises a row's error can end the process.
     """
-
-
-class Service:
-    """Base class for service plugins: constructing one provides it under ``service_name``."""
-
-    def __init__(self, ctx: Context, service_name: str) -> None:
-        self.ctx = ctx
-        ctx.provide(service_name, self)
 
 
 @dataclass(frozen=True)
@@ -143,11 +136,21 @@ def resolve_plugin(name: str) -> PluginInfo:
     return PluginInfo(
         name=declared if isinstance(declared, str) else name,
         target=target,
-        inject=tuple(getattr(target, "inject", ()) or ()),
-        optional=tuple(getattr(target, "optional", ()) or ()),
+        inject=service_names(name, getattr(target, "inject", ())),
+        optional=service_names(name, getattr(target, "optional", ())),
         config_model=getattr(target, "Config", None),
         hot_load=getattr(target, "hot_load", False) is True,
     )
+
+
+def service_names(plugin: str, keys: object) -> tuple[str, ...]:
+    """The names of a plugin's ``inject`` / ``optional`` service keys; anything but keys is refused."""
+    items = tuple(keys) if isinstance(keys, (tuple, list)) else (keys,) if keys else ()
+    for key in items:
+        if not isinstance(key, ServiceKey):
+            detail = f"{plugin}: inject and optional list service keys (pydsh.plugin.ServiceKey), not {key!r}"
+            raise KernelError("COMPOSITION_INVALID", detail)
+    return tuple(key.name for key in items)
 
 
 class InvalidConfig(KernelError):
@@ -363,7 +366,7 @@ class Loader:
         slot = self._slots.get(fiber)
         if slot is None or fiber.state != PENDING:
             return ()
-        return tuple(name for name in slot.deps if slot.ctx.get(name) is None)
+        return tuple(name for name in slot.deps if slot.ctx.realm_of(name).get(name) is None)
 
     def _fail(self, fiber: Fiber, exc: BaseException) -> None:
         fiber.state = FAILED
@@ -411,7 +414,7 @@ class Loader:
         fiber = slot.fiber
         if fiber not in self._slots or fiber.state in (DISPOSING, DISPOSED, LOADING):
             return
-        current = {name: slot.ctx.get(name) for name in slot.watched()}
+        current = {name: slot.ctx.realm_of(name).get(name) for name in slot.watched()}
         if fiber.state == ACTIVE:
             if all(slot.bound.get(k) is v for k, v in current.items()):
                 return

@@ -18,16 +18,16 @@ import logging
 import site
 import sys
 from pathlib import Path
-from typing import Any
 
 from pydsh.kernel.compose import Row, resolve_rows, walk
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.kernel.errors import KernelError
+from pydsh.kernel.keys import HOST_INFO
 from pydsh.kernel.profiles import PLUGIN_BUNDLE, ProfileError, compose_profile, read_profile
 
 name = "profile-watch"
-inject = ("host_info",)
+inject = (HOST_INFO,)
 log = logging.getLogger("pydsh.kernel.profile_watch")
 
 
@@ -91,7 +91,7 @@ class ProfileWatch:
     """Polls one profile's ``profile.yml`` and loads the rows of bundles added to it."""
 
     def __init__(self, ctx: Context, config: Config) -> None:
-        info: dict[str, Any] = ctx.require("host_info")
+        info = ctx.require(HOST_INFO)
         self.ctx = ctx
         self.profile = str(info["profile"])
         self.directory = Path(info["profile_dir"])

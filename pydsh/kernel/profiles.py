@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydsh.kernel.compose import SHIPPED, Composition, dsh_home, fail, load_yaml, note_read, read_yaml_file
-from pydsh.kernel.errors import KernelError
+from pydsh.kernel.errors import KernelError, PydshError
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -29,7 +29,7 @@ BUNDLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 INVALID_BUNDLE_NAME = 'not a valid bundle name (letters, digits, ".", "_" and "-", starting with a letter or digit)'
 
 
-class ProfileError(Exception):
+class ProfileError(PydshError):
     """A profile cannot be selected; ``exit_code`` is what the launcher exits with."""
 
     def __init__(self, message: str, exit_code: int = 2) -> None:
@@ -191,7 +191,7 @@ def package_dir(package: str, resource: str) -> Path:
     raise FileNotFoundError(f"{resource} is not in package {package}")
 
 
-class OutsidePackage(ValueError):
+class OutsidePackage(PydshError, ValueError):
     """A distribution's bundle file resolves outside its package (a ``..`` path, an absolute path, a symlink)."""
 
 

@@ -16,6 +16,7 @@ from pydsh.kernel.cancel import NEVER, AbortSignal
 from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
 from pydsh.llm import http
+from pydsh.llm.keys import LLM, LLM_TRANSPORT
 from pydsh.llm.replay import ReplayReader
 from pydsh.llm.retry import RetryPolicyConfig
 from pydsh.llm.sse import sse_events, typed_event
@@ -638,14 +639,14 @@ def _wire_tool(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 name = "llm-deepseek"
-inject = ("llm",)
-optional = (http.TRANSPORT_SERVICE,)
+inject = (LLM,)
+optional = (LLM_TRANSPORT,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register the ``deepseek-official`` route; the HTTP pool closes when the plugin unloads."""
     base = config.baseURL or os.environ.get("DEEPSEEK_BASE_URL", "").strip() or DEFAULT_BASE_URL
-    transport = ctx.get(http.TRANSPORT_SERVICE)
+    transport = ctx.get(LLM_TRANSPORT)
     adapter = DeepSeekAdapter(config, base_url=http.check_base_url(base), transport=transport)
     ctx.register(adapter.aclose)
-    ctx.llm.register_adapter(ctx, [ROUTE], adapter)
+    ctx.require(LLM).register_adapter(ctx, [ROUTE], adapter)

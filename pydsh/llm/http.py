@@ -144,10 +144,6 @@ def harness_headers(options: Mapping[str, Any], user_id: str | None) -> dict[str
     return headers
 
 
-TRANSPORT_SERVICE = "llm_transport"
-"""Service name of an ``httpx.AsyncBaseTransport`` every HTTP adapter sends through when provided."""
-
-
 def make_client(
     connect_ms: float, idle_ms: float, urls: Iterable[str], transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:

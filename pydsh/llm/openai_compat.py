@@ -17,6 +17,7 @@ from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
 from pydsh.llm import http
 from pydsh.llm.deepseek import EFFORTS
+from pydsh.llm.keys import LLM, LLM_TRANSPORT
 from pydsh.llm.retry import RetryPolicyConfig
 from pydsh.llm.sse import sse_events
 from pydsh.llm.types import LlmError, ModelInfo, ProviderInfo, StreamChunk
@@ -421,14 +422,14 @@ class OpenAICompatAdapter:
 
 
 name = "llm-openai-compat"
-inject = ("llm",)
-optional = (http.TRANSPORT_SERVICE,)
+inject = (LLM,)
+optional = (LLM_TRANSPORT,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register every configured chat-completions route on one adapter."""
     providers = config.providers if config.providers is not None else shipped_providers()
-    adapter = OpenAICompatAdapter(providers, transport=ctx.get(http.TRANSPORT_SERVICE))
+    adapter = OpenAICompatAdapter(providers, transport=ctx.get(LLM_TRANSPORT))
     ctx.register(adapter.aclose)
     if providers:
-        ctx.llm.register_adapter(ctx, [p.id for p in providers], adapter)
+        ctx.require(LLM).register_adapter(ctx, [p.id for p in providers], adapter)

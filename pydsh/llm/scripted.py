@@ -22,6 +22,8 @@ from typing import Any
 from pydsh.kernel.cancel import NEVER, AbortSignal
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
+from pydsh.llm.hooks import LLM_STREAM
+from pydsh.llm.keys import LLM, LLM_REPLAY
 from pydsh.llm.retry import RetryPolicyConfig
 from pydsh.llm.stream_records import check_chunk, expand_assistant_stream
 from pydsh.llm.types import LlmError, ModelInfo, ProviderInfo, StreamChunk
@@ -698,18 +700,18 @@ def build_adapter(config: Config) -> ScriptAdapter:
 
 
 name = "llm-replay"
-inject = ("llm",)
+inject = (LLM,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Serve the configured routes (or every route through a catch-all ``llm/stream`` listener)."""
     adapter = build_adapter(config)
-    ctx.provide("llm_replay", adapter)
+    ctx.provide(LLM_REPLAY, adapter)
     if config.providers:
-        ctx.llm.register_adapter(ctx, [p.id for p in config.providers], adapter)
+        ctx.require(LLM).register_adapter(ctx, [p.id for p in config.providers], adapter)
         return
 
     async def serve_every_route(options: dict[str, Any], next: Callable[[], Any]) -> AsyncIterator[StreamChunk]:
         return adapter.stream(options)
 
-    ctx.on("llm/stream", serve_every_route)
+    ctx.on(LLM_STREAM, serve_every_route, name="llm-replay")

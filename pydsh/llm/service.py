@@ -11,28 +11,31 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydsh.kernel.cancel import NEVER, AbortError, AbortSignal
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import Disposer
 from pydsh.kernel.invariants import InvariantError
-from pydsh.llm.types import CHUNK_KEYS, LlmError, ModelInfo, ProviderInfo, StreamChunk
-
-define_event("llm/stream", "waterfall")
-define_event("llm/adapters-updated", "emit")
+from pydsh.llm.hooks import ADAPTERS_UPDATED, LLM_STREAM, AdaptersUpdated
+from pydsh.llm.keys import LLM
+from pydsh.llm.types import (
+    CHUNK_KEYS,
+    DescribesProviders,
+    HasRetryPolicy,
+    ListsModels,
+    LlmAdapter,
+    LlmError,
+    ModelInfo,
+    ProviderInfo,
+    ResolvesModels,
+    StreamChunk,
+)
 
 log = logging.getLogger("pydsh.llm")
 
 CONFIG_KEYS = ("provider", "model", "reasoningEffort", "temperature", "maxTokens", "stop")
 EMPTY_MESSAGE = "model returned a completed response with no content"
-
-
-class LlmAdapter(Protocol):
-    """What a provider adapter implements; only ``stream`` is mandatory (others are looked up)."""
-
-    def stream(self, options: dict[str, Any]) -> AsyncIterator[StreamChunk]: ...
 
 
 def unsupported_effort(provider: str, model: str, effort: object) -> LlmError:
@@ -77,11 +80,11 @@ class LlmService:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self._routes: dict[str, Any] = {}
+        self._routes: dict[str, LlmAdapter] = {}
 
     # -- registry -------------------------------------------------------------------------
 
-    def register_adapter(self, ctx: Context, providers: list[str], adapter: Any) -> Disposer:
+    def register_adapter(self, ctx: Context, providers: list[str], adapter: LlmAdapter) -> Disposer:
         """Route ``providers`` to ``adapter`` as an effect of ``ctx``'s fiber."""
         for provider in providers:
             owner = self._routes.get(provider)
@@ -91,21 +94,21 @@ class LlmService:
         for provider in added:
             self._routes[provider] = adapter
         if added:
-            self.ctx.emit("llm/adapters-updated", {"providers": list(self._routes)})
+            self.ctx.emit(ADAPTERS_UPDATED, AdaptersUpdated(providers=list(self._routes)))
 
         def remove() -> None:
             removed = [p for p in added if self._routes.get(p) is adapter]
             for provider in removed:
                 del self._routes[provider]
             if removed:
-                self.ctx.emit("llm/adapters-updated", {"providers": list(self._routes)})
+                self.ctx.emit(ADAPTERS_UPDATED, AdaptersUpdated(providers=list(self._routes)))
 
         return ctx.register(remove)
 
     def has_adapter(self, provider: str) -> bool:
         return provider in self._routes
 
-    def adapter_for(self, provider: str) -> Any:
+    def adapter_for(self, provider: str) -> LlmAdapter:
         """The adapter serving ``provider`` (``NO_ADAPTER`` when none)."""
         adapter = self._routes.get(provider)
         if adapter is None:
@@ -116,15 +119,16 @@ class LlmService:
         """Display info of every registered route."""
         out: list[ProviderInfo] = []
         for provider, adapter in self._routes.items():
-            info = getattr(adapter, "provider_info", None)
-            out.append(info(provider) if info is not None else {"id": provider, "name": provider})
+            if isinstance(adapter, DescribesProviders):
+                out.append(adapter.provider_info(provider))
+            else:
+                out.append({"id": provider, "name": provider})
         return out
 
     async def list_models(self, provider: str) -> list[ModelInfo]:
         """The route's advisory catalog."""
         adapter = self.adapter_for(provider)
-        lister = getattr(adapter, "list_models", None)
-        return list(await lister(provider)) if lister is not None else []
+        return list(await adapter.list_models(provider)) if isinstance(adapter, ListsModels) else []
 
     async def catalogs(self) -> list[tuple[ProviderInfo, list[ModelInfo]]]:
         """Every route with its catalog; a route whose listing fails is logged and shown with no models."""
@@ -141,11 +145,9 @@ class LlmService:
     async def resolve_model_info(self, provider: str, model: str) -> ModelInfo:
         """Model info of ``model`` on ``provider``; unlisted models still resolve (text-only)."""
         adapter = self.adapter_for(provider)
-        resolver = getattr(adapter, "resolve_model", None)
-        if resolver is None:
+        if not isinstance(adapter, ResolvesModels):
             return {"provider": provider, "id": model, "name": model}
-        info: ModelInfo = await resolver(provider, model)
-        return info
+        return await adapter.resolve_model(provider, model)
 
     async def resolve_call_config(self, config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bool]]:
         """``config`` with the model's default ``maxTokens``/``reasoningEffort`` filled, and which were filled."""
@@ -161,12 +163,11 @@ class LlmService:
         adapter = self.adapter_for(provider)
         info = await self.resolve_model_info(provider, config["model"])
         resolved, defaults = materialise(config, info)
-        policy_of = getattr(adapter, "provider_retry_policy", None)
         return PreparedCall(
             config=resolved,
             adapter_defaults=defaults,
             context_window=(info.get("context") or {}).get("contextWindow"),
-            retry_policy=policy_of(provider) if policy_of is not None else None,
+            retry_policy=adapter.provider_retry_policy(provider) if isinstance(adapter, HasRetryPolicy) else None,
             system_prompt_update=info.get("systemPromptUpdate"),
             tool_update=info.get("toolUpdate"),
             _run=lambda options: self._run(options, adapter),
@@ -181,14 +182,14 @@ class LlmService:
         """
         return self._run(options, None)
 
-    def _dispatch(self, options: dict[str, Any], adapter: Any) -> AsyncIterator[StreamChunk]:
+    def _dispatch(self, options: dict[str, Any], adapter: LlmAdapter | None) -> AsyncIterator[StreamChunk]:
         """The waterfall default: the bound (or routed) adapter's ``stream`` on gated options."""
         if adapter is None:
             adapter = self.adapter_for(options["provider"])
         stream: AsyncIterator[StreamChunk] = adapter.stream(self.gate_replay_state(options, adapter))
         return stream
 
-    def gate_replay_state(self, options: dict[str, Any], adapter: Any) -> dict[str, Any]:
+    def gate_replay_state(self, options: dict[str, Any], adapter: LlmAdapter) -> dict[str, Any]:
         """A copy of ``options`` whose assistant messages lose replay state another adapter produced."""
         messages = options.get("messages")
         if not messages:
@@ -209,14 +210,14 @@ class LlmService:
                 out.append(message)
         return {**options, "messages": out} if changed else options
 
-    async def _run(self, options: dict[str, Any], adapter: Any) -> AsyncIterator[StreamChunk]:
+    async def _run(self, options: dict[str, Any], adapter: LlmAdapter | None) -> AsyncIterator[StreamChunk]:
         signal: AbortSignal = options.get("signal") or NEVER
         index_of: dict[int, int] = {}
         source: AsyncIterator[StreamChunk] | None = None
         finish: StreamChunk | None = None
         try:
             signal.throw_if_aborted()
-            source = await self.ctx.waterfall("llm/stream", options, lambda: self._dispatch(options, adapter))
+            source = await self.ctx.waterfall(LLM_STREAM, options, lambda: self._dispatch(options, adapter))
             if source is None:
                 raise no_adapter(str(options.get("provider")))
             async for raw in source:
@@ -322,4 +323,4 @@ name = "llm"
 
 def apply(ctx: Context, config: None) -> None:
     """Provide the ``llm`` service."""
-    ctx.provide("llm", LlmService(ctx))
+    ctx.provide(LLM, LlmService(ctx))

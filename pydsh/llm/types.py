@@ -1,12 +1,17 @@
-"""The model-layer vocabulary as plain-dict TypedDicts, plus :class:`LlmError` (spec 04 §2).
+"""The model contract: the vocabulary as plain-dict TypedDicts, the adapter Protocols and :class:`LlmError`
+(spec 04 §2).
 
 Everything here is lossless JSON over ``dict``/``list`` so chunks and messages are logged without
-conversion; pydantic is used only at trust boundaries (config, cassettes).
+conversion; pydantic is used only at trust boundaries (config, cassettes). An adapter implements
+:class:`LlmAdapter` and, optionally, any of the capability Protocols below it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from collections.abc import AsyncIterator
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, runtime_checkable
+
+from pydsh.kernel.errors import PydshError
 
 BlockType = Literal["text", "reasoning", "tool-call"]
 
@@ -166,7 +171,43 @@ GenerateOptions = dict[str, Any]
 sessionId?, purpose?, signal}``; ``signal`` is an ``AbortSignal`` and never serialised."""
 
 
-class LlmError(Exception):
+class LlmAdapter(Protocol):
+    """What every provider adapter implements: one streamed call per ``options``."""
+
+    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """The call's chunks, ending with exactly one ``finish`` (the service normalises the rest)."""
+        ...
+
+
+@runtime_checkable
+class DescribesProviders(Protocol):
+    """An adapter that names its routes for display (otherwise a route shows its id)."""
+
+    def provider_info(self, provider: str) -> ProviderInfo: ...
+
+
+@runtime_checkable
+class ListsModels(Protocol):
+    """An adapter with an advisory catalog of each route's models."""
+
+    async def list_models(self, provider: str) -> list[ModelInfo]: ...
+
+
+@runtime_checkable
+class ResolvesModels(Protocol):
+    """An adapter that knows a model's limits and efforts (otherwise a model is text-only, no defaults)."""
+
+    async def resolve_model(self, provider: str, model: str) -> ModelInfo: ...
+
+
+@runtime_checkable
+class HasRetryPolicy(Protocol):
+    """An adapter whose routes carry a retry policy (``llm-retry`` reads it from the prepared call)."""
+
+    def provider_retry_policy(self, provider: str) -> RetryPolicy | None: ...
+
+
+class LlmError(PydshError):
     """A model-call failure carrying its failure code (spec 04 §2.7)."""
 
     def __init__(

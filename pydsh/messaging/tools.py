@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydsh.agent.keys import SYSTEM_PROMPT
 from pydsh.agent.prompt import CONTEXT_ORDER
-from pydsh.kernel import services
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec, ToolOutcome
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionError
+from pydsh.subagents.keys import SUBAGENTS
 from pydsh.subagents.names import ROOT, SubagentError, is_segment
 from pydsh.subagents.service import SubagentService
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
 
 INSTRUCTIONS = (
     'To message other agents, use send_message({ agent: "<agent-name>", message: "..." }).\n'
@@ -77,7 +78,7 @@ class Messaging:
 
     @property
     def service(self) -> SubagentService:
-        return services.subagents(self.ctx)
+        return self.ctx.require(SUBAGENTS)
 
     async def send_message(self, args: dict[str, Any], exec: ToolExec) -> ToolOutcome:
         caller = _caller(exec, "send_message")
@@ -175,12 +176,12 @@ def identity_text(service: SubagentService, agent: Any) -> str:
 
 
 name = "agent-messaging"
-inject = ("tools", "subagents", "system_prompt")
+inject = (TOOLS, SUBAGENTS, SYSTEM_PROMPT)
 
 
 def apply(ctx: Context, config: None) -> None:
     messaging = Messaging(ctx)
-    tools = ctx.require("tools")
+    tools = ctx.require(TOOLS)
     send = ToolDefinition(
         "send_message",
         "Deliver a message to another agent. A busy agent reads it at its next step; an idle one starts a new turn "
@@ -216,6 +217,6 @@ def apply(ctx: Context, config: None) -> None:
             return None
         return identity_text(messaging.service, agent)
 
-    ctx.require("system_prompt").context(
+    ctx.require(SYSTEM_PROMPT).context(
         ctx, "subagent:identity", CONTEXT_ORDER["SUBAGENT_IDENTITY"], identity, interpolate=False
     )

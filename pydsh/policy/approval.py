@@ -15,17 +15,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.keys import SYSTEM_PROMPT
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import Disposer
+from pydsh.policy.hooks import APPROVAL_REQUEST
+from pydsh.policy.keys import APPROVAL, PERMISSIONS
 from pydsh.policy.state import APPROVAL_POLICY, POLICIES
 from pydsh.session.log import Session
 
 if TYPE_CHECKING:
-    from pydsh.agent.agent import Agent
+    from pydsh.contract.agent import Agent
     from pydsh.kernel.cancel import AbortSignal
 
-define_event("approval/request", "waterfall")
 
 log = logging.getLogger("pydsh.approval")
 
@@ -80,7 +81,7 @@ class Approval:
         policy = session.fold(APPROVAL_POLICY)
         if policy in POLICIES:
             return str(policy)
-        permissions = self.ctx.get("permissions")
+        permissions = self.ctx.get(PERMISSIONS)
         return str(permissions.default_policy) if permissions is not None else "ask"
 
     def context_text(self, agent: Agent | None) -> str | None:
@@ -89,7 +90,7 @@ class Approval:
 
     def add_answerer(self, ctx: Context, answerer: Answerer) -> Disposer:
         """Answer asks seen from ``ctx``'s scope; ``None`` delegates to the next answerer."""
-        return ctx.on("approval/request", answering(answerer))
+        return ctx.on(APPROVAL_REQUEST, answering(answerer))
 
     async def request(
         self,
@@ -140,7 +141,7 @@ class Approval:
 
     async def _answer(self, request: ApprovalRequest) -> str:
         try:
-            answer = await self.ctx.waterfall("approval/request", request, _unavailable, scope=request.agent)
+            answer = await self.ctx.waterfall(APPROVAL_REQUEST, request, _unavailable, scope=request.agent)
         except Exception:
             log.warning("an approval answerer failed", exc_info=True)
             return "unavailable"
@@ -152,13 +153,13 @@ def _unavailable() -> str:
 
 
 name = "approval"
-optional = ("system_prompt",)
+optional = (SYSTEM_PROMPT,)
 
 
 def apply(ctx: Context, config: None) -> None:
     """Provide ``approval`` and the ``approval:policy`` runtime context."""
     approval = Approval(ctx)
-    ctx.provide("approval", approval)
-    system_prompt = ctx.get("system_prompt")
+    ctx.provide(APPROVAL, approval)
+    system_prompt = ctx.get(SYSTEM_PROMPT)
     if system_prompt is not None:
         system_prompt.context(ctx, "approval:policy", 115, approval.context_text, interpolate=False)

@@ -7,19 +7,18 @@ base bundle). Switching presets appends ``permission/preset`` and only the knobs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydsh.agent.agent import user_message
 from pydsh.agent.cwd import quote
+from pydsh.agent.hooks import AGENT_CREATED, AgentCreated
+from pydsh.contract.agent import user_message
 from pydsh.kernel.config import BaseModel, ConfigDict, field_validator
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.policy.keys import PERMISSIONS
 from pydsh.policy.state import APPROVAL_POLICY, PRESETS, SANDBOX_MODE, preset_name
 
 if TYPE_CHECKING:
-    from pydsh.agent.agent import Agent
-
-define_event("agent/created", "serial")
+    from pydsh.contract.agent import Agent
 
 
 class Config(BaseModel):
@@ -70,7 +69,7 @@ class Permissions:
             text = f"The approval policy changed from {quote(old_policy)} to {quote(policy)} (changed by the user)."
             agent.inject(user_message(text, {"kind": "user-approval"}))
 
-    async def on_agent_created(self, payload: dict[str, Any]) -> None:
+    async def on_agent_created(self, payload: AgentCreated) -> None:
         """Log the start-up policy events of a new top-level session."""
         if payload.get("source") != "startup":
             return
@@ -88,5 +87,5 @@ name = "permission"
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``permissions`` and log the policy events of new sessions."""
     permissions = Permissions(config)
-    ctx.provide("permissions", permissions)
-    ctx.on("agent/created", permissions.on_agent_created)
+    ctx.provide(PERMISSIONS, permissions)
+    ctx.on(AGENT_CREATED, permissions.on_agent_created)

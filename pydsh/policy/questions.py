@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydsh.agent.keys import AGENTS
+from pydsh.contract.tools import ToolError
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
 from pydsh.kernel.fiber import Disposer
 from pydsh.policy.approval import answering
-from pydsh.tools.registry import ToolError
+from pydsh.policy.hooks import USER_QUESTIONS_REQUEST
+from pydsh.policy.keys import USER_QUESTIONS
 
 if TYPE_CHECKING:
-    from pydsh.agent.agent import Agent
+    from pydsh.contract.agent import Agent
     from pydsh.kernel.cancel import AbortSignal
 
-define_event("user-questions/request", "waterfall")
 
 NO_PROVIDER = "no user-questions answerer accepted the request"
 DELEGATED = (
@@ -106,10 +107,16 @@ class UserQuestions:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self._owners: list[Callable[[Agent], bool]] = []
+
+    def add_owner_check(self, ctx: Context, owned: Callable[[Agent], bool]) -> Disposer:
+        """Refuse questions from agents ``owned`` says another live agent owns (e.g. a delegated child)."""
+        self._owners.append(owned)
+        return ctx.register(lambda: self._owners.remove(owned))
 
     def add_answerer(self, ctx: Context, answerer: QuestionAnswerer) -> Disposer:
         """Answer questions asked from ``ctx``'s scope until the returned disposer runs (or ``ctx`` unloads)."""
-        return ctx.on("user-questions/request", answering(answerer))
+        return ctx.on(USER_QUESTIONS_REQUEST, answering(answerer))
 
     async def ask(self, request: QuestionRequest) -> list[Answer]:
         """The answers in question order (one left out counts as skipped); raises ``UserQuestionError``."""
@@ -133,15 +140,14 @@ class UserQuestions:
         return [given.get(str(q["id"]), Answer(str(q["id"]))) for q in request.questions]
 
     def _check_caller(self, agent: Agent) -> None:
-        agents = self.ctx.get("agents")
+        agents = self.ctx.get(AGENTS)
         if agents is None or agents.get(agent.id) is not agent:
             raise UserQuestionError(NOT_LIVE, "CALLER_NOT_LIVE")
-        subagents = self.ctx.get("subagents")
-        if subagents is not None and agent.id in subagents.activations:
+        if any(owned(agent) for owned in self._owners):
             raise UserQuestionError(DELEGATED, "DELEGATED_CALLER")
 
     async def _answer(self, request: QuestionRequest) -> Sequence[Answer]:
-        answers = await self.ctx.waterfall("user-questions/request", request, _no_provider, scope=request.agent)
+        answers = await self.ctx.waterfall(USER_QUESTIONS_REQUEST, request, _no_provider, scope=request.agent)
         if not isinstance(answers, Sequence) or not all(isinstance(a, Answer) for a in answers):
             raise UserQuestionError(f"a user-questions answerer returned {type(answers).__name__}, not answers")
         return answers
@@ -156,4 +162,4 @@ name = "user-questions"
 
 def apply(ctx: Context, config: None) -> None:
     """Provide ``user_questions``; frontends that can ask the user add answerers to it."""
-    ctx.provide("user_questions", UserQuestions(ctx))
+    ctx.provide(USER_QUESTIONS, UserQuestions(ctx))

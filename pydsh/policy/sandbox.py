@@ -17,15 +17,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.cwd import quote
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import ToolError
 from pydsh.kernel.context import Context
+from pydsh.policy.keys import APPROVAL, PERMISSIONS, SANDBOX
 from pydsh.policy.secrets import secret_masks
 from pydsh.policy.state import RANK, SANDBOX_MODE, workspace_root
 from pydsh.session.log import Session
-from pydsh.tools.registry import ToolError
 
 if TYPE_CHECKING:
-    from pydsh.agent.agent import Agent
-    from pydsh.tools.registry import ToolExec
+    from pydsh.contract.agent import Agent
+    from pydsh.contract.tools import ToolExec
 
 DENIAL = "[sandbox: file access denied under {mode} mode]"
 HINT = (
@@ -160,7 +162,7 @@ class Sandbox:
         mode = session.fold(SANDBOX_MODE) if session is not None else None
         if mode in RANK:
             return str(mode)
-        permissions = self.ctx.get("permissions")
+        permissions = self.ctx.get(PERMISSIONS)
         return str(permissions.default_mode) if permissions is not None else "workspace-write"
 
     def workspace_root(self, session: Session | None) -> str:
@@ -228,7 +230,7 @@ class Sandbox:
         return await self._ask(exec, requested, str(justification).strip(), subject)
 
     async def _ask(self, exec: ToolExec, mode: str, justification: str, subject: str) -> str:
-        approval = self.ctx.get("approval")
+        approval = self.ctx.get(APPROVAL)
         if approval is None:
             raise ToolError(f'sandbox escalation to "{mode}" requires approval, but no approval service is composed')
         if exec.agent is None:
@@ -256,13 +258,13 @@ class Sandbox:
 
 
 name = "sandbox-policy"
-optional = ("system_prompt",)
+optional = (SYSTEM_PROMPT,)
 
 
 def apply(ctx: Context, config: None) -> None:
     """Provide ``sandbox`` and the ``sandbox:policy`` runtime context."""
     sandbox = Sandbox(ctx)
-    ctx.provide("sandbox", sandbox)
-    system_prompt = ctx.get("system_prompt")
+    ctx.provide(SANDBOX, sandbox)
+    system_prompt = ctx.get(SYSTEM_PROMPT)
     if system_prompt is not None:
         system_prompt.context(ctx, "sandbox:policy", 110, sandbox.context_text, interpolate=False)

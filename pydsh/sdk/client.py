@@ -23,10 +23,29 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pydsh.sdk.framing import LineSplitter, decode_line, encode_frame
-from pydsh.sdk.protocol import DELTA_NOTIFICATION
-from pydsh.sdk.results import InitializeResult, PromptResult, WorkingDirectoryResult
+from pydsh.kernel.errors import PydshError
 from pydsh.session import outcome
+from pydsh.wire.framing import LineSplitter, decode_line, encode_frame
+from pydsh.wire.protocol import DELTA_NOTIFICATION
+from pydsh.wire.results import InitializeResult, PromptResult, WorkingDirectoryResult
+
+__all__ = [
+    "AsyncHarness",
+    "AsyncJsonRpcClient",
+    "AsyncSession",
+    "Harness",
+    "HarnessConfig",
+    "HarnessError",
+    "JsonRpcError",
+    "Notification",
+    "RunResult",
+    "RunStream",
+    "SdkProtocolError",
+    "Session",
+    "Subscription",
+    "SyncRunStream",
+    "TransportClosedError",
+]
 
 T = TypeVar("T")
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -41,7 +60,7 @@ STDERR_LINE_BYTES = 1 << 16
 # -- errors ------------------------------------------------------------------------------------
 
 
-class HarnessError(Exception):
+class HarnessError(PydshError):
     """Base class of the client's errors."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pydsh.kernel.errors import PydshError
 
-class SessionError(Exception):
+
+class SessionError(PydshError):
     """Base class of every session-log error."""
 
 

@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
+from pydsh.kernel.errors import PydshError
 from pydsh.kernel.profiles import private_dir
 from pydsh.session.errors import SessionError
 from pydsh.session.events import Event
+from pydsh.session.keys import SESSION_INDEX, SESSION_PERSISTENCE, SESSION_TITLE
 from pydsh.session.persistence.jsonl import (
     ZSTD,
     JsonlHandle,
@@ -93,7 +95,7 @@ COLUMNS = "path, id, header, ino, size, mtime_ns, folded, tail, fold, pending"
 INSERT = "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-class IndexUnavailable(Exception):
+class IndexUnavailable(PydshError):
     """The index file cannot be used (the message names it and says why)."""
 
 
@@ -894,17 +896,17 @@ class Config(BaseModel):
 
 
 name = "session-index"
-inject = ("session_persistence",)
-optional = ("session_title",)
+inject = (SESSION_PERSISTENCE,)
+optional = (SESSION_TITLE,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``session_index`` over a JSONL store and follow the batches it writes."""
-    store = ctx.require("session_persistence")
+    store = ctx.require(SESSION_PERSISTENCE)
     if not isinstance(store, JsonlPersistence):
         log.warning("session-index: the session store is not the JSONL backend; listings read every log")
         return
-    titles = ctx.get("session_title")
+    titles = ctx.get(SESSION_TITLE)
     path = Path(config.path).expanduser() if config.path else None
     index = SessionIndex(
         store,
@@ -912,7 +914,7 @@ def apply(ctx: Context, config: Config) -> None:
         fallback=titles.fallback_for if titles is not None else None,
         busy_timeout_s=config.busyTimeoutMs / 1000,
     )
-    ctx.provide("session_index", index)
+    ctx.provide(SESSION_INDEX, index)
     store.observers.append(index.written)
     ctx.register(lambda: store.observers.remove(index.written))
     ctx.register(index.close)

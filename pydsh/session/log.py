@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
 from pydsh.session.errors import SessionForkError, SessionLogError
 from pydsh.session.events import (
     Event,
@@ -25,14 +24,11 @@ from pydsh.session.events import (
     inherited_event_count,
     snapshot,
 )
+from pydsh.session.hooks import SESSION_CREATED, SESSION_DISPOSED, SESSION_EVENT, SESSION_FLUSH
+from pydsh.session.keys import SESSIONS
 from pydsh.session.repair import tail_turn_closers
 from pydsh.session.rules import LogRules
 from pydsh.session.surface import Surface
-
-define_event("session/created", "serial")
-define_event("session/disposed", "emit")
-define_event("session/event", "emit")
-define_event("session/flush", "parallel")
 
 
 def now_ms() -> int:
@@ -195,7 +191,7 @@ class SessionStore:
         self._live: dict[str, Session] = {}
 
     def _publish(self, session: Session, event: Event) -> None:
-        self.ctx.emit("session/event", session, event, scope=session.scope)
+        self.ctx.emit(SESSION_EVENT, session, event, scope=session.scope)
 
     def new(
         self,
@@ -227,7 +223,7 @@ class SessionStore:
             raise SessionForkError("SESSION_ALREADY_EXISTS", f'session "{session.id}" is already live')
         self._live[session.id] = session
         try:
-            await self.ctx.serial("session/created", session, scope=session.scope)
+            await self.ctx.serial(SESSION_CREATED, session, scope=session.scope)
         except BaseException:
             self._live.pop(session.id, None)
             raise
@@ -235,7 +231,7 @@ class SessionStore:
     def leave(self, session: Session) -> None:
         if self._live.get(session.id) is session:
             del self._live[session.id]
-            self.ctx.emit("session/disposed", session, scope=session.scope)
+            self.ctx.emit(SESSION_DISPOSED, session, scope=session.scope)
 
     def get(self, session_id: str) -> Session | None:
         return self._live.get(session_id)
@@ -245,7 +241,7 @@ class SessionStore:
 
     async def flush(self, session: Session) -> None:
         """The durability barrier: everything appended so far reaches disk."""
-        await self.ctx.parallel("session/flush", session, scope=session.scope)
+        await self.ctx.parallel(SESSION_FLUSH, session, scope=session.scope)
 
     def fork_prefix(self, source: Session, boundary: int | None = None) -> list[Event]:
         """Events ``0..boundary`` of ``source``, the inherited marker and ``forked`` closers."""
@@ -267,4 +263,4 @@ name = "session"
 
 
 def apply(ctx: Context, config: None) -> None:
-    ctx.provide("sessions", SessionStore(ctx))
+    ctx.provide(SESSIONS, SessionStore(ctx))

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydsh.kernel.context import Context
 from pydsh.kernel.fiber import Disposer
+from pydsh.session.hooks import SESSION_CREATED, SESSION_EVENT
+from pydsh.session.keys import SESSION_PROJECTIONS, SESSIONS
 
 if TYPE_CHECKING:
     from pydsh.session.events import Event
@@ -241,11 +243,11 @@ class SessionProjections:
 
 
 name = "session-projection"
-inject = ("sessions",)
+inject = (SESSIONS,)
 
 
 def apply(ctx: Context, config: None) -> None:
     service = SessionProjections(ctx)
-    ctx.provide("session_projections", service)
-    ctx.on("session/event", service.on_event, global_=True)
-    ctx.on("session/created", service.on_created, global_=True)
+    ctx.provide(SESSION_PROJECTIONS, service)
+    ctx.on(SESSION_EVENT, service.on_event, global_=True)
+    ctx.on(SESSION_CREATED, service.on_created, global_=True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydsh.kernel import services
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionPersistenceNotFoundError
 from pydsh.session.events import Event
+from pydsh.session.keys import SESSION_INDEX, SESSION_PERSISTENCE, SESSION_QUERY, SESSION_TITLE, SESSIONS
 from pydsh.session.log import Session, SessionStore
 from pydsh.session.repair import tail_turn_closers
 from pydsh.session.title import TITLE, TitleService
@@ -26,13 +26,13 @@ class SessionQuery:
 
     @property
     def _sessions(self) -> SessionStore:
-        return services.sessions(self.ctx)
+        return self.ctx.require(SESSIONS)
 
     async def list_sessions(self) -> list[dict[str, Any]]:
         """``[{header, live, persisted?}]`` newest first; persisted logs contribute headers only."""
         rows: dict[str, dict[str, Any]] = {}
-        persistence = self.ctx.get("session_persistence")
-        index = self.ctx.get("session_index")
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
+        index = self.ctx.get(SESSION_INDEX)
         if persistence is not None:
             for item in await (index.stored() if index is not None else persistence.list()):
                 rows[item["header"]["id"]] = {
@@ -51,7 +51,7 @@ class SessionQuery:
         live = self._sessions.get(session_id)
         if live is not None:
             return {"session": live.header, "events": list(live.events)}
-        persistence = self.ctx.get("session_persistence")
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
         if persistence is None:
             raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
         handle = await persistence.open(session_id, "read")
@@ -65,7 +65,7 @@ class SessionQuery:
         live = self._sessions.get(session_id)
         if live is not None:
             return live
-        persistence = self.ctx.get("session_persistence")
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
         if persistence is None:
             raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
         handle = await persistence.open(session_id, "read")
@@ -104,7 +104,7 @@ class SessionQuery:
         state = session.fold(TITLE)
         if state is not None:
             return state  # type: ignore[no-any-return]
-        titles: TitleService | None = self.ctx.get("session_title")
+        titles: TitleService | None = self.ctx.get(SESSION_TITLE)
         found = titles.fallback_for(session.events) if titles is not None else None
         if found is None:
             return None
@@ -131,7 +131,7 @@ class SessionQuery:
 
     async def _indexed(self, session_ids: list[str]) -> dict[str, dict[str, Any] | None]:
         """Title snapshots the session index holds for those of ``session_ids`` that are stored, not live."""
-        index = self.ctx.get("session_index")
+        index = self.ctx.get(SESSION_INDEX)
         stored = [sid for sid in session_ids if self._sessions.get(sid) is None]
         if index is None or not stored:
             return {}
@@ -140,9 +140,9 @@ class SessionQuery:
 
 
 name = "session-query"
-inject = ("sessions",)
-optional = ("session_persistence", "session_title", "session_index")
+inject = (SESSIONS,)
+optional = (SESSION_PERSISTENCE, SESSION_TITLE, SESSION_INDEX)
 
 
 def apply(ctx: Context, config: None) -> None:
-    ctx.provide("session_query", SessionQuery(ctx))
+    ctx.provide(SESSION_QUERY, SessionQuery(ctx))

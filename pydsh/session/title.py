@@ -15,6 +15,8 @@ from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.session.errors import SessionTitleInvalidError
 from pydsh.session.events import Event
+from pydsh.session.hooks import SESSION_DISPOSED, SESSION_EVENT
+from pydsh.session.keys import SESSION_TITLE, SESSIONS
 from pydsh.session.log import Session
 
 _OSC = r"(?:\x1b\]|\x9d)[^\x07\x1b]*(?:\x07|\x1b\\|$)"
@@ -139,11 +141,11 @@ class TitleService:
 
 
 name = "session-title"
-inject = ("sessions",)
+inject = (SESSIONS,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     service = TitleService(config)
-    ctx.provide("session_title", service)
-    ctx.on("session/event", service.observe)
-    ctx.on("session/disposed", lambda session: service.forget(session.id))
+    ctx.provide(SESSION_TITLE, service)
+    ctx.on(SESSION_EVENT, service.observe)
+    ctx.on(SESSION_DISPOSED, lambda session: service.forget(session.id))

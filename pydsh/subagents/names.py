@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydsh.contract.tools import ToolError
 from pydsh.session.errors import SessionLogError
 from pydsh.session.events import Event
-from pydsh.tools.registry import ToolError
 
 SEGMENT = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 ROOT = "lead"

@@ -17,16 +17,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydsh.agent.agent import Agent, AgentOptions, user_message
+from pydsh.agent.hooks import AGENT_STATUS, AgentStatus
+from pydsh.agent.keys import AGENT_PRESETS, AGENTS, SYSTEM_PROMPT, WORKING_DIRECTORY
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions, Setup
-from pydsh.kernel import services
+from pydsh.contract.agent import Agent, AgentOptions, user_message
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.policy.keys import APPROVAL, USER_QUESTIONS
 from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.events import Event, build_event
+from pydsh.session.keys import SESSION_PERSISTENCE, SESSION_QUERY, SESSIONS
 from pydsh.session.log import Session, SessionStore, new_session_id, now_ms
 from pydsh.session.outcome import closing_content
+from pydsh.subagents.hooks import SUBAGENT_END, SUBAGENT_START, SubagentEnd, SubagentStart
+from pydsh.subagents.keys import SUBAGENTS
 from pydsh.subagents.names import (
     CATALOG,
     ROOT,
@@ -41,10 +45,6 @@ from pydsh.subagents.names import (
 
 log = logging.getLogger("pydsh.subagents")
 
-define_event("subagent/start", "emit")
-define_event("subagent/end", "emit")
-define_event("subagent/provider-added", "emit")
-define_event("subagent/provider-removed", "emit")
 
 RETURN_GUIDANCE = (
     'Your parent agent is "{parent}". Before you finish, send your result to that agent with '
@@ -169,11 +169,11 @@ class SubagentService:
 
     @property
     def agents(self) -> AgentRegistry:
-        return services.agents(self.ctx)
+        return self.ctx.require(AGENTS)
 
     @property
     def sessions(self) -> SessionStore:
-        return services.sessions(self.ctx)
+        return self.ctx.require(SESSIONS)
 
     # -- reading sessions (live first, persisted through session_query) -------------------------
 
@@ -182,7 +182,7 @@ class SubagentService:
         live = self.sessions.get(session_id)
         if live is not None:
             return live
-        query = self.ctx.get("session_query")
+        query = self.ctx.get(SESSION_QUERY)
         if query is None:
             return None
         try:
@@ -202,7 +202,7 @@ class SubagentService:
         live = self.sessions.get(session_id)
         if live is not None:
             return live.header
-        persistence = self.ctx.get("session_persistence")
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
         if persistence is None:
             return None
         try:
@@ -296,9 +296,9 @@ class SubagentService:
         parent = request.parent
         if self.draining:
             raise SubagentError("subagent service is shutting down; no new work is accepted", "DRAINING")
-        if self.ctx.get("session_persistence") is None:
+        if self.ctx.get(SESSION_PERSISTENCE) is None:
             raise SubagentError("continuable subagents require session persistence", "PERSISTENCE_UNAVAILABLE")
-        if self.ctx.get("session_query") is None:
+        if self.ctx.get(SESSION_QUERY) is None:
             raise SubagentError("continuable subagents require session query", "CONTINUATION_UNAVAILABLE")
         depth = agent_depth(parent) + 1
         limit = self.config.maxDepth if request.max_depth is None else request.max_depth
@@ -367,7 +367,7 @@ class SubagentService:
         mode = _last(parent.session.events, "sandbox/mode", "mode")
         if mode is not None:
             records.append(("sandbox/mode", {"mode": mode, "source": "delegation"}))
-        if self.ctx.get("approval") is not None:
+        if self.ctx.get(APPROVAL) is not None:
             records.append(("approval/policy", {"policy": "never", "source": "delegation"}))
         if _last(parent.session.events, "permission/preset", "preset") == "danger-full-access":
             records.append(("permission/preset", {"preset": "danger-full-access"}))
@@ -376,12 +376,12 @@ class SubagentService:
         return events, inherited
 
     def _parent_preset(self, parent: Agent) -> str | None:
-        roster = self.ctx.get("agent_presets")
+        roster = self.ctx.get(AGENT_PRESETS)
         return roster.composed_preset(parent.ctx) if roster is not None else None
 
     def _join_parent_preset(self, parent: Agent) -> Setup | None:
         """A child joins the exact preset generation its parent runs (before it is published)."""
-        roster = self.ctx.get("agent_presets")
+        roster = self.ctx.get(AGENT_PRESETS)
         if roster is None:
             return None
 
@@ -452,7 +452,7 @@ class SubagentService:
         return child_id
 
     def _child_cwd(self, parent: Any, requested: str | None) -> str:
-        base = self.ctx.require("working_directory").current(parent)
+        base = self.ctx.require(WORKING_DIRECTORY).current(parent)
         if requested is None:
             return str(base)
         path = os.path.normpath(os.path.join(base, os.path.expanduser(requested)))
@@ -461,18 +461,18 @@ class SubagentService:
         return path
 
     def _emit_start(self, activation: Activation) -> None:
-        payload = {
-            "run_id": activation.run_id,
-            "provider": activation.provider,
-            "id": activation.child_id,
-            "local": True,
-            "parent_id": activation.parent_id,
-        }
-        self.ctx.emit("subagent/start", payload)
+        payload = SubagentStart(
+            run_id=activation.run_id,
+            provider=activation.provider,
+            id=activation.child_id,
+            local=True,
+            parent_id=activation.parent_id,
+        )
+        self.ctx.emit(SUBAGENT_START, payload)
 
     # -- settlement -----------------------------------------------------------------------------
 
-    def on_status(self, payload: dict[str, Any]) -> None:
+    def on_status(self, payload: AgentStatus) -> None:
         """A child going idle may settle its activation (and then its parent's)."""
         if payload["status"] == "idle" and payload["agent"].id in self.activations:
             self._check(payload["agent"].id)
@@ -503,17 +503,17 @@ class SubagentService:
                 self._notify_parent(activation, reason, content, await self.full_name(activation.child_id))
         except Exception:
             log.warning("settlement notice for %s failed", activation.child_id, exc_info=True)
-        payload: dict[str, Any] = {
-            "run_id": activation.run_id,
-            "provider": activation.provider,
-            "id": activation.child_id,
-            "local": True,
-            "stop_reason": reason,
-            "parent_id": activation.parent_id,
-        }
+        payload = SubagentEnd(
+            run_id=activation.run_id,
+            provider=activation.provider,
+            id=activation.child_id,
+            local=True,
+            stop_reason=reason,
+            parent_id=activation.parent_id,
+        )
         if content:
             payload["last_assistant_message"] = content
-        self.ctx.emit("subagent/end", payload)
+        self.ctx.emit(SUBAGENT_END, payload)
         try:
             await activation.handle.dispose()
         finally:
@@ -750,14 +750,18 @@ def _last(events: list[Event], event_type: str, key: str) -> Any:
 
 
 name = "subagent"
-inject = ("agents", "sessions", "system_prompt")
+inject = (AGENTS, SESSIONS, SYSTEM_PROMPT)
+optional = (USER_QUESTIONS,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     service = SubagentService(ctx, config)
-    ctx.provide("subagents", service)
-    ctx.on("agent/status", service.on_status)
-    ctx.require("system_prompt").context(
+    ctx.provide(SUBAGENTS, service)
+    ctx.on(AGENT_STATUS, service.on_status)
+    questions = ctx.get(USER_QUESTIONS)
+    if questions is not None:
+        questions.add_owner_check(ctx, lambda agent: agent.id in service.activations)
+    ctx.require(SYSTEM_PROMPT).context(
         ctx,
         "subagent:delegation",
         120,

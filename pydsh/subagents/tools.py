@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydsh.agent.keys import SYSTEM_PROMPT, WORKING_DIRECTORY
 from pydsh.agent.prompt import CONTEXT_ORDER, SECTION_ORDER
-from pydsh.kernel import services
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec, ToolOutcome
 from pydsh.kernel.config import BaseModel, ConfigDict, Field, model_validator
 from pydsh.kernel.context import Context
+from pydsh.subagents.keys import SUBAGENTS
 from pydsh.subagents.service import StartRequest, SubagentService, agent_depth
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
 
 DESCRIPTIONS = {
     "spawn": (
@@ -114,7 +115,7 @@ def parameters(provider: str) -> dict[str, Any]:
 
 
 def _service(ctx: Context) -> SubagentService:
-    return services.subagents(ctx)
+    return ctx.require(SUBAGENTS)
 
 
 def effective_max_depth(config: Config, service: SubagentService) -> int:
@@ -198,7 +199,7 @@ def guidance(ctx: Context, tool_name: str) -> Any:
     """The delegation section, rendered once by the alphabetically first visible delegation tool."""
 
     def render(agent: Any) -> str | None:
-        tools = ctx.get("tools")
+        tools = ctx.get(TOOLS)
         if tools is None:
             return None
         visible = sorted(n for n in ("subagent", "subagent_fork") if tools.lookup(agent, n) is not None)
@@ -214,7 +215,7 @@ def guidance(ctx: Context, tool_name: str) -> Any:
 
 
 name = "tool-subagent"
-inject = ("tools", "subagents", "system_prompt", "working_directory")
+inject = (TOOLS, SUBAGENTS, SYSTEM_PROMPT, WORKING_DIRECTORY)
 
 
 def apply(ctx: Context, config: Config) -> None:
@@ -232,8 +233,8 @@ def apply(ctx: Context, config: Config) -> None:
         execute=execute,
         is_concurrency_safe=lambda args: True,
     )
-    ctx.require("tools").register(ctx, definition)
-    prompt = ctx.require("system_prompt")
+    ctx.require(TOOLS).register(ctx, definition)
+    prompt = ctx.require(SYSTEM_PROMPT)
     prompt.section(ctx, f"tool:{config.toolName}", SECTION_ORDER["TOOL_SUBAGENT"], guidance(ctx, config.toolName))
     prompt.context(
         ctx,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydsh.tools.registry import ToolError
+from pydsh.contract.tools import ToolError
 
 
 class TeamError(ToolError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydsh.kernel.errors import PydshError
 from pydsh.session.events import Event
 
 VERSION = 2
@@ -73,7 +74,7 @@ class TeamState:
         return self.members.get(member_id) if member_id is not None else None
 
 
-class FoldError(Exception):
+class FoldError(PydshError):
     """One violation found while folding; its text becomes the Team's ``failure``."""
 
 

@@ -16,21 +16,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydsh.agent.agent import user_message
+from pydsh.agent.hooks import AGENT_CREATED, AGENT_STATUS, AgentCreated, AgentStatus
+from pydsh.agent.keys import AGENTS
 from pydsh.agent.registry import AgentRegistry
-from pydsh.kernel import services
+from pydsh.contract.agent import user_message
 from pydsh.kernel.cancel import AbortSignal
 from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
 from pydsh.session.errors import SessionError
 from pydsh.session.events import Event
+from pydsh.session.keys import SESSION_PERSISTENCE, SESSION_PROJECTIONS, SESSIONS
 from pydsh.session.log import Session, new_session_id
+from pydsh.subagents.keys import SUBAGENTS
 from pydsh.subagents.names import ROOT
 from pydsh.subagents.service import StartRequest, SubagentService
 from pydsh.teams import board
 from pydsh.teams.errors import TeamError
 from pydsh.teams.fold import VERSION, Member, TeamState
+from pydsh.teams.keys import AGENT_TEAMS, TEAM_ROUTES
 from pydsh.teams.projection import TeamUnit
 
 MEMBER_NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
@@ -62,10 +65,6 @@ def limits(config: Config) -> Config:
         if type(value) is not int or not 0 < value <= SAFE_INTEGER:
             raise TeamError(f"{field} must be a positive safe integer", "TEAM_INVALID_CONFIG")
     return config
-
-
-ROUTES_CHANGED = "team/routes-changed"
-define_event(ROUTES_CHANGED, "emit")
 
 
 class TeamRoutes(Protocol):
@@ -125,17 +124,17 @@ class AgentTeams:
 
     @property
     def agents(self) -> AgentRegistry:
-        return services.agents(self.ctx)
+        return self.ctx.require(AGENTS)
 
     @property
     def subagents(self) -> SubagentService:
-        return services.subagents(self.ctx)
+        return self.ctx.require(SUBAGENTS)
 
     # -- state ----------------------------------------------------------------------------------
 
     def state(self, lead: Any) -> TeamState:
         """The Team of ``lead`` folded up to its latest record (may carry a ``failure``)."""
-        folded: TeamState = services.projections(self.ctx).state_of(lead.session, TeamUnit.key)
+        folded: TeamState = self.ctx.require(SESSION_PROJECTIONS).state_of(lead.session, TeamUnit.key)
         return folded
 
     def sound_state(self, lead: Any) -> TeamState:
@@ -192,7 +191,7 @@ class AgentTeams:
         """Append one ``team/*`` record to the Lead's log and flush it before returning."""
         lead.session.append(event_type, {"version": VERSION, "teamId": lead.id, **body})
         self.changed(lead.id)
-        await services.sessions(self.ctx).flush(lead.session)
+        await self.ctx.require(SESSIONS).flush(lead.session)
 
     async def _member_record(self, lead: Any, member: Member) -> None:
         await self._record(lead, "team/member", {"member": member.record()})
@@ -254,7 +253,7 @@ class AgentTeams:
                 f'teammate "{member.name}" initial prompt was not durably accepted', "TEAM_PROVISIONING_CONFLICT"
             )
         if child is not None:
-            await services.sessions(self.ctx).flush(child.session)
+            await self.ctx.require(SESSIONS).flush(child.session)
 
     async def _fail(self, lead: Any, member: Member, error: str) -> None:
         """Step 7: record the failure (the name and slot stay consumed) and drain the child."""
@@ -323,7 +322,7 @@ class AgentTeams:
         model = self._model(live if live is not None else lead)
         if model:
             view["model"] = model
-        routes: TeamRoutes | None = self.ctx.get("team_routes")
+        routes: TeamRoutes | None = self.ctx.get(TEAM_ROUTES)
         if routes is not None:
             route, source = routes.route(lead.id, member.name)
             view["route"] = route if route is not None else self._route(live if live is not None else lead)
@@ -422,7 +421,7 @@ class AgentTeams:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def on_status(self, payload: dict[str, Any]) -> None:
+    def on_status(self, payload: AgentStatus) -> None:
         if not self._waiters:
             return
         membership = self.try_membership(payload["agent"])
@@ -547,24 +546,24 @@ def _reason_text(reason: object) -> str:
 
 
 name = "agent-teams"
-inject = ("agents", "sessions", "session_persistence", "session_projections", "subagents")
+inject = (AGENTS, SESSIONS, SESSION_PERSISTENCE, SESSION_PROJECTIONS, SUBAGENTS)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``agent_teams``, share the roster names with plain delegations, reconcile Leads at start."""
     teams = AgentTeams(ctx, config)
-    services.projections(ctx).register(ctx, TeamUnit())
-    ctx.provide("agent_teams", teams)
-    subagents = services.subagents(ctx)
+    ctx.require(SESSION_PROJECTIONS).register(ctx, TeamUnit())
+    ctx.provide(AGENT_TEAMS, teams)
+    subagents = ctx.require(SUBAGENTS)
     subagents.sibling_names.append(teams.roster_names)
     ctx.register(lambda: subagents.sibling_names.remove(teams.roster_names))
-    ctx.on("agent/status", teams.on_status)
+    ctx.on(AGENT_STATUS, teams.on_status)
 
-    async def on_created(payload: dict[str, Any]) -> None:
+    async def on_created(payload: AgentCreated) -> None:
         agent = payload["agent"]
         membership = teams.try_membership(agent)
         if membership is not None and membership.role == "lead":
             await teams.reconcile(agent)
 
-    ctx.on("agent/created", on_created)
+    ctx.on(AGENT_CREATED, on_created)
     ctx.effect(lambda: teams.dispose)

@@ -11,11 +11,14 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydsh.agent.hooks import AGENT_CREATED, AgentCreated
+from pydsh.agent.keys import AGENTS, SYSTEM_PROMPT
 from pydsh.agent.prompt import CONTEXT_ORDER, SECTION_ORDER
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec, ToolOutcome
 from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
+from pydsh.teams.keys import AGENT_TEAMS
 from pydsh.teams.service import AgentTeams
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
 
 POLICY_HEAD = (
     "Agent Teams is available in this session\n\n"
@@ -259,14 +262,14 @@ def _definition(name: str, parameters: dict[str, Any], body: Body) -> ToolDefini
 
 
 name = "tool-agent-team"
-inject = ("agent_teams", "tools", "system_prompt")
+inject = (AGENT_TEAMS, TOOLS, SYSTEM_PROMPT)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Mount the Team tools, policy and identity in every member's own scope as the member is created."""
-    teams: AgentTeams = ctx.require("agent_teams")
-    tools = ctx.require("tools")
-    prompt = ctx.require("system_prompt")
+    teams: AgentTeams = ctx.require(AGENT_TEAMS)
+    tools = ctx.require(TOOLS)
+    prompt = ctx.require(SYSTEM_PROMPT)
     text = policy(config.interrupt)
 
     def mount(agent: Any) -> None:
@@ -292,9 +295,9 @@ def apply(ctx: Context, config: Config) -> None:
         for disposer in disposers:
             agent_ctx.register(ctx.register(disposer))
 
-    async def on_created(payload: dict[str, Any]) -> None:
+    async def on_created(payload: AgentCreated) -> None:
         mount(payload["agent"])
 
-    ctx.on("agent/created", on_created)
-    for agent in ctx.require("agents").all():
+    ctx.on(AGENT_CREATED, on_created)
+    for agent in ctx.require(AGENTS).all():
         mount(agent)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydsh.host import DEFAULT_PROFILE, Host, Patch
+from pydsh.llm.keys import LLM_REPLAY
 
 FAST_RETRY = {"mode": "normal", "backoff": {"initialDelayMs": 1, "maxDelayMs": 1, "jitterRatio": 0}}
 SCRIPTED_PROVIDERS: list[dict[str, Any]] = [
@@ -60,7 +61,7 @@ class ScriptedHost(Host):
 
     def assert_consumed(self) -> None:
         """Fail unless every scripted model call was made (call it at the end of a test)."""
-        self.ctx.require("llm_replay").assert_consumed()
+        self.ctx.require(LLM_REPLAY).assert_consumed()
 
 
 def scripted_host(

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolExec
 from pydsh.kernel.context import Context
+from pydsh.policy.keys import USER_QUESTIONS
 from pydsh.policy.questions import NO_PROVIDER, QuestionRequest, UserQuestionError, UserQuestions
-from pydsh.tools.registry import ToolDefinition, ToolExec
 
 DESCRIPTION = (
     "Ask the user a concise question when you need confirmation, a choice, or missing information before proceeding."
@@ -73,7 +74,7 @@ class AskUserTool:
         self.ctx = ctx
 
     async def __call__(self, args: dict[str, Any], exec: ToolExec) -> str:
-        service: UserQuestions | None = self.ctx.get("user_questions")
+        service: UserQuestions | None = self.ctx.get(USER_QUESTIONS)
         if service is None:
             raise UserQuestionError(NO_PROVIDER, "NO_PROVIDER")
         request = QuestionRequest([question_of(q) for q in args["questions"]], exec.agent, exec.call_id, exec.signal)
@@ -82,9 +83,9 @@ class AskUserTool:
 
 
 name = "tool-ask-user"
-inject = ("tools",)
+inject = (TOOLS,)
 
 
 def apply(ctx: Context, config: None) -> None:
     """Register ``ask_user_question``."""
-    ctx.require("tools").register(ctx, ToolDefinition("ask_user_question", DESCRIPTION, PARAMETERS, AskUserTool(ctx)))
+    ctx.require(TOOLS).register(ctx, ToolDefinition("ask_user_question", DESCRIPTION, PARAMETERS, AskUserTool(ctx)))

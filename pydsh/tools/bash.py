@@ -14,15 +14,20 @@ import signal
 from typing import Any
 
 from pydsh.agent.cwd import quote
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec
 from pydsh.kernel.compose import dsh_home
 from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
+from pydsh.kernel.keys import HOST_INFO
+from pydsh.policy.keys import SANDBOX
+from pydsh.session.keys import SESSION_PERSISTENCE
 from pydsh.session.persistence.base import SessionPersistence
 from pydsh.tools.files import current_dir, escalated_mode, resolve
 from pydsh.tools.jobs import Job, JobRegistry
+from pydsh.tools.keys import JOBS
 from pydsh.tools.process import Run
 from pydsh.tools.protected import child_environ
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 from pydsh.tools.schema import compact_json
 
 READ_ONLY_FS = "read-only file system"
@@ -96,13 +101,13 @@ def shell_env(ctx: Context, exec: ToolExec) -> dict[str, str]:
     session = exec.session
     if session is not None:
         env["DSH_SESSION_ID"] = session.id
-    host = ctx.get("host_info")
+    host = ctx.get(HOST_INFO)
     if isinstance(host, dict):
         if host.get("profile"):
             env["DSH_PROFILE"] = str(host["profile"])
         if host.get("profile_dir"):
             env["DSH_PROFILE_DIR"] = str(host["profile_dir"])
-    persistence: SessionPersistence | None = ctx.get("session_persistence")
+    persistence: SessionPersistence | None = ctx.get(SESSION_PERSISTENCE)
     handle = persistence.handle_of(session.id) if persistence is not None and session is not None else None
     if handle is not None and handle.path is not None:
         env["DSH_SESSION_JSONL"] = str(handle.path)
@@ -166,7 +171,7 @@ class BashTool:
     async def __call__(self, args: dict[str, Any], exec: ToolExec) -> str:
         timeout_ms = self._validate(args)
         mode = await escalated_mode(self.ctx, exec, args, "command")
-        jobs: JobRegistry | None = self.ctx.get("jobs")
+        jobs: JobRegistry | None = self.ctx.get(JOBS)
         background = args.get("run_in_background") is True
         if background and jobs is None:
             raise ToolError("background jobs unavailable")
@@ -175,7 +180,7 @@ class BashTool:
             raise ToolError(f"workdir does not exist: {quote(cwd)}")
         argv = ["bash", "-c", args["command"]]
         if mode is not None:
-            argv = await self.ctx.require("sandbox").confine(mode, exec.session, argv)
+            argv = await self.ctx.require(SANDBOX).confine(mode, exec.session, argv)
         run = await Run.start(argv, cwd, shell_env(self.ctx, exec), exec.session.id if exec.session else "")
         job = None
         if jobs is not None:
@@ -234,14 +239,14 @@ def settle(jobs: JobRegistry, job: Job, run: Run) -> None:
 
 
 name = "tool-bash"
-inject = ("tools",)
-optional = ("system_prompt", "sandbox", "jobs")
+inject = (TOOLS,)
+optional = (SYSTEM_PROMPT, SANDBOX, JOBS)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register ``bash`` (its schema depends on the composed sandbox and job registry) and its guidance."""
-    schema = parameters(ctx.get("sandbox") is not None, ctx.get("jobs") is not None)
-    ctx.require("tools").register(ctx, ToolDefinition("bash", DESCRIPTION, schema, BashTool(ctx, config)))
-    system_prompt = ctx.get("system_prompt")
+    schema = parameters(ctx.get(SANDBOX) is not None, ctx.get(JOBS) is not None)
+    ctx.require(TOOLS).register(ctx, ToolDefinition("bash", DESCRIPTION, schema, BashTool(ctx, config)))
+    system_prompt = ctx.get(SYSTEM_PROMPT)
     if system_prompt is not None:
         system_prompt.section(ctx, "tool:bash", 1000, GUIDANCE, interpolate=False)

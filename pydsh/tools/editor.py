@@ -12,11 +12,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec
 from pydsh.kernel.context import Context
+from pydsh.policy.keys import SANDBOX
 from pydsh.tools.files import ABSENT, Gate, Rewrite, Snapshot, canonical, load, path_lock
 from pydsh.tools.fs import not_observed, split_lines, stale
 from pydsh.tools.protected import protection
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 
 MAX_OUTPUT = 16000
 CLIPPED = (
@@ -222,7 +223,7 @@ class Editor:
             self.gate.record(exec, done.target, done.version or ABSENT)
 
     def _mode(self, exec: ToolExec) -> str | None:
-        sandbox = self.ctx.get("sandbox")
+        sandbox = self.ctx.get(SANDBOX)
         return str(sandbox.mode(exec.session)) if sandbox is not None else None
 
     def _observation(self, exec: ToolExec, path: str, target: str) -> Callable[[Snapshot | None], None]:
@@ -296,9 +297,9 @@ def _existing(snap: Snapshot | None, path: str) -> str:
 
 
 name = "tool-str-replace-editor"
-inject = ("tools",)
+inject = (TOOLS,)
 
 
 def apply(ctx: Context, config: None) -> None:
     """Register ``str_replace_editor``."""
-    ctx.require("tools").register(ctx, ToolDefinition("str_replace_editor", DESCRIPTION, PARAMETERS, Editor(ctx)))
+    ctx.require(TOOLS).register(ctx, ToolDefinition("str_replace_editor", DESCRIPTION, PARAMETERS, Editor(ctx)))

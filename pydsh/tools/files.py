@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.cwd import quote
-from pydsh.tools.registry import ToolError, ToolExec
+from pydsh.agent.keys import WORKING_DIRECTORY
+from pydsh.contract.tools import ToolError, ToolExec
+from pydsh.kernel.errors import PydshError
+from pydsh.policy.keys import SANDBOX
+from pydsh.tools.keys import FS_OBSERVATIONS
 
 if TYPE_CHECKING:
     from pydsh.kernel.context import Context
@@ -71,7 +75,7 @@ def session_dir(exec: ToolExec) -> str:
 async def escalated_mode(ctx: Context, exec: ToolExec, args: dict[str, Any], action: str) -> str | None:
     """The sandbox mode a bash ``command`` or file ``operation`` runs under after any escalation
     (spec 05 §5.6); ``None`` when no sandbox is composed, where escalation fields are refused."""
-    sandbox = ctx.get("sandbox")
+    sandbox = ctx.get(SANDBOX)
     if sandbox is None:
         if args.get("sandbox_permissions") is not None:
             target = "executor" if action == "command" else "filesystem"
@@ -85,7 +89,7 @@ async def escalated_mode(ctx: Context, exec: ToolExec, args: dict[str, Any], act
 
 def current_dir(ctx: Context, exec: ToolExec) -> str:
     """The call's current working directory (the ``working_directory`` state when composed)."""
-    service = ctx.get("working_directory")
+    service = ctx.get(WORKING_DIRECTORY)
     if service is not None and exec.agent is not None:
         return str(service.current(exec.agent))
     return session_dir(exec)
@@ -138,7 +142,7 @@ UMASK = read_umask()
 """Read once at import, before tool threads exist, so no later call flips the umask process-wide."""
 
 
-class PathChanged(Exception):
+class PathChanged(PydshError):
     """A component of a checked path turned into a symlink (or went away) while it was being opened."""
 
 
@@ -402,14 +406,14 @@ class Gate:
 
     def seen(self, exec: ToolExec, path: str) -> Version | str | None:
         """The recorded observation of ``path`` (``ABSENT``), or ``None`` (never read)."""
-        observations = self.ctx.get("fs_observations")
+        observations = self.ctx.get(FS_OBSERVATIONS)
         return observations.get(owner_of(exec), path) if observations is not None else None
 
     def observing(self) -> bool:
-        return self.ctx.get("fs_observations") is not None
+        return self.ctx.get(FS_OBSERVATIONS) is not None
 
     def record(self, exec: ToolExec, path: str, version: Version | str) -> None:
-        observations = self.ctx.get("fs_observations")
+        observations = self.ctx.get(FS_OBSERVATIONS)
         if observations is not None:
             observations.record(owner_of(exec), path, version)
 
@@ -419,7 +423,7 @@ class Gate:
 
     def fence_for(self, exec: ToolExec, mode: str | None, *, hint: bool = True) -> Fence:
         """The write check of this call under ``mode``, safe to use off the event loop."""
-        sandbox = self.ctx.get("sandbox")
+        sandbox = self.ctx.get(SANDBOX)
         if sandbox is None or mode is None:
             return UNFENCED
         from pydsh.policy.sandbox import denial

@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydsh.agent.cwd import quote
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec, text
 from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
+from pydsh.policy.keys import SANDBOX
 from pydsh.tools.files import (
     ABSENT,
     MAX_HASHED,
@@ -31,9 +34,7 @@ from pydsh.tools.files import (
     path_lock,
     resolve,
 )
-from pydsh.tools.pipeline import text
 from pydsh.tools.protected import Protection, protection
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 
 MAX_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -477,15 +478,15 @@ class Config(BaseModel):
 
 
 name = "tool-fs"
-inject = ("tools",)
-optional = ("system_prompt", "sandbox")
+inject = (TOOLS,)
+optional = (SYSTEM_PROMPT, SANDBOX)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register the enabled file tools and their guidance sections."""
-    tools = ctx.require("tools")
+    tools = ctx.require(TOOLS)
     body = FsTools(ctx)
-    sandboxed = ctx.get("sandbox") is not None
+    sandboxed = ctx.get(SANDBOX) is not None
     definitions = {
         "read": ToolDefinition(
             "read",
@@ -513,7 +514,7 @@ def apply(ctx: Context, config: Config) -> None:
             meta=_meta,
         ),
     }
-    system_prompt = ctx.get("system_prompt")
+    system_prompt = ctx.get(SYSTEM_PROMPT)
     for key, definition in definitions.items():
         if not getattr(config, key):
             continue

@@ -17,21 +17,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydsh.agent.agent import user_message
+from pydsh.agent.hooks import AGENT_DISPOSED
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.agent import user_message
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec
 from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
 from pydsh.session.log import now_ms
 from pydsh.tools.files import owner_of
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
+from pydsh.tools.keys import JOBS
 from pydsh.tools.schema import compact_json
 
 if TYPE_CHECKING:
-    from pydsh.agent.agent import Agent
+    from pydsh.contract.agent import Agent
     from pydsh.session.log import Session
     from pydsh.tools.process import Capture
 
-define_event("agent/disposed", "emit")
 
 log = logging.getLogger("pydsh.jobs")
 
@@ -226,8 +227,8 @@ name = "jobs"
 def apply(ctx: Context, config: None) -> None:
     """Provide ``jobs``; running jobs are stopped with their agent and when the registry unloads."""
     registry = JobRegistry()
-    ctx.provide("jobs", registry)
-    ctx.on("agent/disposed", lambda payload: registry.forget(payload["agent"].id), global_=True)
+    ctx.provide(JOBS, registry)
+    ctx.on(AGENT_DISPOSED, lambda payload: registry.forget(payload["agent"].id), global_=True)
     ctx.effect(lambda: registry.shutdown)
 
 
@@ -286,10 +287,10 @@ class JobTools:
         job_id: str = args["job_id"]
         if not job_id:
             raise ToolError('invalid job_id: expected a non-empty string, got ""')
-        job = self.ctx.require("jobs").get(owner_of(exec), job_id)
+        job = self.ctx.require(JOBS).get(owner_of(exec), job_id)
         if job is None:
             raise ToolError(f"unknown job {job_id}")
-        return job  # type: ignore[no-any-return]
+        return job
 
     async def output(self, args: dict[str, Any], exec: ToolExec) -> str:
         job = self._job(args, exec)
@@ -318,7 +319,7 @@ class JobTools:
         return text + job.status_line()
 
     def list_jobs(self, args: dict[str, Any], exec: ToolExec) -> str:
-        jobs = self.ctx.require("jobs").owned(owner_of(exec))
+        jobs = self.ctx.require(JOBS).owned(owner_of(exec))
         if not jobs:
             return "(no background jobs)"
         return "\n".join(f"{j.id} [{j.kind}] {j.status} — {' '.join(j.label.split())}" for j in jobs)
@@ -327,13 +328,13 @@ class JobTools:
         job = self._job(args, exec)
         if not job.running:
             return f"job {job.id} had already finished {job.status_line()}"
-        self.ctx.require("jobs").kill(job, args.get("reason"))
+        self.ctx.require(JOBS).kill(job, args.get("reason"))
         return f"requested cancellation of job {job.id}"
 
 
 def tools_plugin(ctx: Context, config: JobToolsConfig) -> None:
     """Register ``job_output``, ``job_list``, ``job_kill`` and the ``tool:jobs`` guidance."""
-    tools = ctx.require("tools")
+    tools = ctx.require(TOOLS)
     body = JobTools(ctx, config)
     tools.register(
         ctx,
@@ -355,12 +356,12 @@ def tools_plugin(ctx: Context, config: JobToolsConfig) -> None:
         ),
     )
     tools.register(ctx, ToolDefinition("job_kill", "Ask a running background job to stop.", JOB_KILL, body.kill))
-    system_prompt = ctx.get("system_prompt")
+    system_prompt = ctx.get(SYSTEM_PROMPT)
     if system_prompt is not None:
         system_prompt.section(ctx, "tool:jobs", 1600, GUIDANCE, interpolate=False)
 
 
 tools_plugin.name = "tool-jobs"  # type: ignore[attr-defined]
-tools_plugin.inject = ("tools", "jobs")  # type: ignore[attr-defined]
-tools_plugin.optional = ("system_prompt",)  # type: ignore[attr-defined]
+tools_plugin.inject = (TOOLS, JOBS)  # type: ignore[attr-defined]
+tools_plugin.optional = (SYSTEM_PROMPT,)  # type: ignore[attr-defined]
 tools_plugin.Config = JobToolsConfig  # type: ignore[attr-defined]

@@ -23,8 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec, ToolOutcome, text
 from pydsh.kernel.context import Context
+from pydsh.kernel.errors import PydshError
 from pydsh.kernel.fiber import Disposer
+from pydsh.policy.keys import APPROVAL, SANDBOX
 from pydsh.tools.mcp_config import (
     McpConfigError,
     McpServerConfig,
@@ -45,8 +49,6 @@ from pydsh.tools.mcp_limits import (
     project_item,
     refusal_code,
 )
-from pydsh.tools.pipeline import text
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome, ToolRegistry
 
 if TYPE_CHECKING:
     from mcp import ClientSession, MCPError
@@ -73,7 +75,7 @@ CLOSE_GRACE_S = 3.0
 MAX_LIST_PAGES = 1000
 
 
-class McpUnavailableError(RuntimeError):
+class McpUnavailableError(PydshError, RuntimeError):
     """The optional ``mcp`` package is not installed."""
 
 
@@ -113,8 +115,8 @@ class McpServer:
     Also the ``mcp-client`` plugin (class form): the row's fiber instance is its server.
     """
 
-    inject = ("tools",)
-    optional = ("system_prompt",)
+    inject = (TOOLS,)
+    optional = (SYSTEM_PROMPT,)
     Config = McpServerConfig
 
     def __init__(self, ctx: Context, config: McpServerConfig, *, cwd: str | None = None) -> None:
@@ -160,7 +162,7 @@ class McpServer:
             )
         live[self._key] = self
         self._effects.append(self.ctx.register(self.close))
-        prompt = self.ctx.get("system_prompt")
+        prompt = self.ctx.get(SYSTEM_PROMPT)
         if prompt is not None:
             name = f"mcp:{self.server_name}"
             self._effects.append(prompt.section(self.ctx, name, MCP_SERVERS_ORDER, self._section, interpolate=False))
@@ -386,7 +388,7 @@ class McpServer:
         if signature == self._signature:
             return
         self._unregister()
-        registry: ToolRegistry = self.ctx.require("tools")
+        registry = self.ctx.require(TOOLS)
         registered: list[Disposer] = []
         try:
             for tool in generation:
@@ -485,11 +487,11 @@ class McpServer:
     async def _permit(self, tool: ListedTool, exec: ToolExec) -> None:
         """Under read-only mode a tool its server does not mark read-only runs only with the user's approval,
         asked like a built-in tool's escalation (the sandbox cannot confine another process's writes)."""
-        sandbox = self.ctx.get("sandbox")
+        sandbox = self.ctx.get(SANDBOX)
         if tool.read_only or sandbox is None or sandbox.mode(exec.session) != "read-only":
             return
         name = exec.name
-        approval = self.ctx.get("approval")
+        approval = self.ctx.get(APPROVAL)
         if approval is None or exec.agent is None:
             raise ToolError(READ_ONLY_TEXTS["unavailable"].format(name=name), "MCP_SANDBOX_DENIED")
         outcome = await approval.request(

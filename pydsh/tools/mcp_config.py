@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pydsh.kernel.errors import PydshError
 from pydsh.tools.mcp_limits import MAX_MESSAGE_BYTES
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
@@ -18,7 +19,7 @@ _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9_-]+")
 MAX_TOOL_NAME = 64
 
 
-class McpConfigError(ValueError):
+class McpConfigError(PydshError, ValueError):
     """A server spec given to :func:`mount_servers` is invalid; the message names the field."""
 
 

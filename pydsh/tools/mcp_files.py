@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import TOOLS
 from pydsh.kernel.context import Context
 from pydsh.tools.mcp_config import McpConfigError, McpServerConfig, normalize_server_name, parse_config
 from pydsh.tools.mcp_connection import describe
@@ -68,8 +70,8 @@ def _file_entry(name: str, entry: Any) -> dict[str, Any]:
 class McpServersFile:
     """The ``mcp-servers`` plugin: one server per entry of the MCP server files, later files winning."""
 
-    inject = ("tools",)
-    optional = ("system_prompt",)
+    inject = (TOOLS,)
+    optional = (SYSTEM_PROMPT,)
     Config = ServersFileConfig
 
     def __init__(self, ctx: Context, config: ServersFileConfig) -> None:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydsh.kernel.errors import PydshError
+
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 """Default of ``maxMessageBytes``: the largest message read from a server; a longer one is never held."""
 LARGE_MESSAGE_BYTES = 1024 * 1024
@@ -37,7 +39,7 @@ def size_text(n: int) -> str:
 # -- refusals -----------------------------------------------------------------------------------
 
 
-class Refusal(Exception):
+class Refusal(PydshError):
     """A message pydsh would not accept; ``text`` completes ``<tool "x" | tools/list> …``.
 
     ``message_id`` and ``response`` say which request it answers: ``response`` is ``False`` for a server

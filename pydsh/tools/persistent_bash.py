@@ -19,15 +19,14 @@ import time
 import tty
 from typing import Any
 
+from pydsh.agent.hooks import AGENT_DISPOSED
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolExec
 from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.policy.keys import SANDBOX
 from pydsh.tools.bash import shell_env, signal_name
 from pydsh.tools.editor import MAX_OUTPUT, clip
 from pydsh.tools.files import current_dir, owner_of
-from pydsh.tools.registry import ToolDefinition, ToolExec
-
-define_event("agent/disposed", "emit")
 
 READ_CHUNK = 65536
 EXIT_WAIT_S = 1.0
@@ -249,7 +248,7 @@ class PersistentBash:
 
     async def _shell(self, exec: ToolExec) -> Shell:
         owner = owner_of(exec)
-        sandbox = self.ctx.get("sandbox")
+        sandbox = self.ctx.get(SANDBOX)
         mode = str(sandbox.mode(exec.session)) if sandbox is not None else None
         shell = self.shells.get(owner)
         if shell is not None and shell.alive and shell.mode == mode:
@@ -285,12 +284,12 @@ class PersistentBash:
 
 
 name = "persistent-bash"
-inject = ("tools",)
+inject = (TOOLS,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register the persistent ``bash``; shells go with their agent and when the row unloads."""
     body = PersistentBash(ctx, config)
-    ctx.require("tools").register(ctx, ToolDefinition("bash", config.description, PARAMETERS, body))
-    ctx.on("agent/disposed", lambda payload: body.reset(payload["agent"].id), global_=True)
+    ctx.require(TOOLS).register(ctx, ToolDefinition("bash", config.description, PARAMETERS, body))
+    ctx.on(AGENT_DISPOSED, lambda payload: body.reset(payload["agent"].id), global_=True)
     ctx.effect(lambda: body.close_all)

@@ -14,20 +14,34 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from pydsh.contract.tools import (
+    ABORTED,
+    INVALID_ARGS,
+    TOOL_EXECUTE,
+    TOOL_POST_EXECUTE,
+    TOOL_PRE_EXECUTE,
+    TOOL_RESULT,
+    TOOL_TIMEOUT,
+    Content,
+    PreExecuteDecision,
+    ToolError,
+    ToolExec,
+    ToolOutcome,
+    aborted_before_dispatch,
+    failure,
+    failure_of,
+    text,
+    unknown_tool,
+)
 from pydsh.kernel.cancel import AbortController, AbortError
-from pydsh.tools.registry import Content, ToolError, ToolExec, ToolOutcome
+from pydsh.policy.keys import APPROVAL
 from pydsh.tools.schema import validate
 
 if TYPE_CHECKING:
-    from pydsh.tools.registry import ToolDefinition, ToolRegistry
+    from pydsh.contract.tools import ToolDefinition
+    from pydsh.tools.registry import ToolRegistry
 
 log = logging.getLogger("pydsh.tools")
-
-ABORTED_BEFORE_DISPATCH = {"name": "AbortError", "code": "ABORTED_BEFORE_DISPATCH"}
-ABORTED = {"name": "AbortError", "code": "ABORTED"}
-INVALID_ARGS = {"name": "ToolArgsError", "code": "INVALID_ARGS"}
-UNKNOWN_TOOL = {"name": "ToolNotFoundError", "code": "UNKNOWN_TOOL"}
-TOOL_TIMEOUT = {"name": "ToolTimeoutError", "code": "TOOL_TIMEOUT"}
 
 
 class _Deadline:
@@ -37,24 +51,7 @@ class _Deadline:
 DEADLINE = _Deadline()
 
 
-def text(value: str) -> Content:
-    """One text block."""
-    return [{"type": "text", "text": value}]
-
-
-def failure(message: str, error: dict[str, Any] | None = None) -> ToolOutcome:
-    """An error outcome: one text block ``Error: <message>``."""
-    return ToolOutcome(text(f"Error: {message}"), True, dict(error) if error else None)
-
-
-def failure_of(exc: BaseException) -> ToolOutcome:
-    """The error outcome of an exception raised by a tool body."""
-    if isinstance(exc, ToolError):
-        return failure(exc.message, exc.error())
-    return failure(str(exc) or type(exc).__name__)
-
-
-def _allow() -> dict[str, str]:
+def _allow() -> PreExecuteDecision:
     return {"kind": "allow"}
 
 
@@ -92,10 +89,10 @@ class ToolInvocation:
         """Unknown-tool check, the ``tools/pre-execute`` decision (with approval) and guards."""
         exec = self.exec
         if self.definition is None:
-            self.outcome = failure(f'unknown tool "{exec.name}"', UNKNOWN_TOOL)
+            self.outcome = unknown_tool(exec.name)
             return
         ctx = self.registry.ctx
-        decision = await ctx.waterfall("tools/pre-execute", exec, _allow, scope=exec.scope)
+        decision = await ctx.waterfall(TOOL_PRE_EXECUTE, exec, _allow, scope=exec.scope)
         kind = decision.get("kind") if isinstance(decision, dict) else None
         if kind == "deny":
             self.outcome = failure(str(decision.get("reason") or f'tool "{exec.name}" was denied'))
@@ -113,11 +110,11 @@ class ToolInvocation:
                 self.outcome = failure(str(reason))
                 return
 
-    async def _ask(self, decision: dict[str, Any]) -> str | None:
+    async def _ask(self, decision: PreExecuteDecision) -> str | None:
         exec = self.exec
         if exec.agent is None:
             return f'tool "{exec.name}" requires approval, but the call has no agent to route it through'
-        approval = self.registry.ctx.get("approval")
+        approval = self.registry.ctx.get(APPROVAL)
         outcome = "unavailable"
         if approval is not None:
             outcome = await approval.request(
@@ -137,14 +134,14 @@ class ToolInvocation:
         if self.outcome is not None:
             return
         exec = self.exec
-        self.outcome = await self.registry.ctx.waterfall("tools/execute", exec, self._run, scope=exec.scope)
+        self.outcome = await self.registry.ctx.waterfall(TOOL_EXECUTE, exec, self._run, scope=exec.scope)
 
     async def _run(self) -> ToolOutcome:
         exec = self.exec
         definition = self.definition
         assert definition is not None
         if exec.signal.aborted:
-            return failure("tool call aborted before dispatch", ABORTED_BEFORE_DISPATCH)
+            return aborted_before_dispatch()
         args = self.arguments
         problems = validate(definition.parameters, args)
         if problems:
@@ -189,7 +186,7 @@ class ToolInvocation:
         assert outcome is not None
         exec = self.exec
         ctx = self.registry.ctx
-        decided: Any = await ctx.waterfall("tools/post-execute", exec, lambda: outcome, scope=exec.scope)
+        decided: Any = await ctx.waterfall(TOOL_POST_EXECUTE, exec, lambda: outcome, scope=exec.scope)
         if isinstance(decided, dict) and decided.get("kind") == "block":
             feedback = decided.get("feedback")
             blocks = text(feedback) if isinstance(feedback, str) else list(feedback or [])
@@ -199,5 +196,5 @@ class ToolInvocation:
         if definition is not None and definition.finalize_content is not None and not result.is_error:
             result = replace(result, content=definition.finalize_content(result.content))
         self.outcome = result
-        ctx.emit("tools/result", exec, result, scope=exec.scope)
+        ctx.emit(TOOL_RESULT, exec, result, scope=exec.scope)
         return result

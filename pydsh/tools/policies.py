@@ -7,21 +7,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from pydsh.agent.agent import user_message
+from pydsh.agent.hooks import AGENT_DISPOSED
+from pydsh.contract.agent import user_message
+from pydsh.contract.tools import TOOL_POST_EXECUTE, Settled, ToolExec, ToolOutcome
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.kernel.events import Next
 from pydsh.session.events import Event
+from pydsh.session.hooks import SESSION_EVENT
 from pydsh.session.log import Session
 from pydsh.tools.files import owner_of
-from pydsh.tools.registry import ToolExec, ToolOutcome
+from pydsh.tools.keys import FS_OBSERVATIONS
 from pydsh.tools.spill import save
-
-define_event("agent/disposed", "emit")
 
 
 class Observations:
@@ -46,8 +46,8 @@ class Observations:
 def fs_observation_policy(ctx: Context, config: None) -> None:
     """Provide ``fs_observations``; an agent's observations go when it is disposed."""
     observations = Observations()
-    ctx.provide("fs_observations", observations)
-    ctx.on("agent/disposed", lambda payload: observations.forget(payload["agent"].id), global_=True)
+    ctx.provide(FS_OBSERVATIONS, observations)
+    ctx.on(AGENT_DISPOSED, lambda payload: observations.forget(payload["agent"].id), global_=True)
 
 
 fs_observation_policy.name = "fs-observation-policy"  # type: ignore[attr-defined]
@@ -121,9 +121,14 @@ class SpillConfig(BaseModel):
 def spill_policy(ctx: Context, config: SpillConfig) -> None:
     """Shorten accepted text results (except ``read``) above the inline budget; keep the whole in a spill file."""
 
-    async def listener(exec: ToolExec, next: Callable[[], Awaitable[ToolOutcome]]) -> ToolOutcome:
+    async def listener(exec: ToolExec, next: Next[Settled]) -> Settled:
         outcome = await next()
-        if exec.name == "read" or outcome.is_error or estimate(outcome.content) <= config.maxInlineTokens:
+        if (
+            not isinstance(outcome, ToolOutcome)
+            or exec.name == "read"
+            or outcome.is_error
+            or estimate(outcome.content) <= config.maxInlineTokens
+        ):
             return outcome
         texts = [b["text"] for b in outcome.content if b.get("type") == "text"]
         others = [b for b in outcome.content if b.get("type") != "text"]
@@ -134,7 +139,7 @@ def spill_policy(ctx: Context, config: SpillConfig) -> None:
         shortened = shorten(full, config.maxInlineTokens, path)
         return replace(outcome, content=[{"type": "text", "text": shortened}, *others])
 
-    ctx.on("tools/post-execute", listener)
+    ctx.on(TOOL_POST_EXECUTE, listener, name="spill-policy")
 
 
 spill_policy.name = "spill-policy"  # type: ignore[attr-defined]
@@ -218,9 +223,9 @@ def repeat_tool_reminder(ctx: Context, config: ReminderConfig) -> None:
     """Queue a reminder for the next step when an agent repeats the same call; a user message resets the run."""
     tracker = RepeatTracker(config)
 
-    async def listener(exec: ToolExec, next: Callable[[], Awaitable[ToolOutcome]]) -> ToolOutcome:
+    async def listener(exec: ToolExec, next: Next[Settled]) -> Settled:
         outcome = await next()
-        if not tracker.tracked(exec.name):
+        if not isinstance(outcome, ToolOutcome) or not tracker.tracked(exec.name):
             return outcome
         reminder = tracker.observe(owner_of(exec), exec.name, exec.arguments)
         if reminder is None:
@@ -231,9 +236,9 @@ def repeat_tool_reminder(ctx: Context, config: ReminderConfig) -> None:
         if event["type"] == "user/message" and event["data"]["source"].get("kind") == "user":
             tracker.runs.pop(session.id, None)
 
-    ctx.on("tools/post-execute", listener)
-    ctx.on("session/event", on_event, global_=True)
-    ctx.on("agent/disposed", lambda payload: tracker.runs.pop(payload["agent"].id, None), global_=True)
+    ctx.on(TOOL_POST_EXECUTE, listener, name="repeat-tool-reminder")
+    ctx.on(SESSION_EVENT, on_event, global_=True)
+    ctx.on(AGENT_DISPOSED, lambda payload: tracker.runs.pop(payload["agent"].id, None), global_=True)
 
 
 repeat_tool_reminder.name = "repeat-tool-reminder"  # type: ignore[attr-defined]

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydsh.agent.cwd import quote
+from pydsh.policy.keys import SANDBOX
 from pydsh.policy.secrets import credential_file, deny_listed
 from pydsh.tools.files import FsError
 
 if TYPE_CHECKING:
+    from pydsh.contract.tools import ToolExec
     from pydsh.kernel.context import Context
-    from pydsh.tools.registry import ToolExec
 
 SECRET_NAME = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
 CONFINED = frozenset({"read-only", "workspace-write"})
@@ -139,5 +140,5 @@ class Protection:
 
 def protection(ctx: Context, exec: ToolExec) -> Protection:
     """The read refusals of ``exec`` under its session's standing sandbox mode."""
-    sandbox = ctx.get("sandbox")
+    sandbox = ctx.get(SANDBOX)
     return Protection(str(sandbox.mode(exec.session)) if sandbox is not None else None)

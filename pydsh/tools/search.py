@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydsh.agent.cwd import quote
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.tools.files import FsError, current_dir, resolve
 from pydsh.tools.globs import Rule, compile_glob, ignored, parse_ignore
 from pydsh.tools.protected import Protection, child_environ, protection
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 from pydsh.tools.spill import save
 
 GLOB_LIMIT = 100
@@ -476,13 +477,13 @@ def format_grep(matches: Matches, cwd: str, exec: ToolExec, cap: int = GREP_LIMI
 
 
 name = "tool-fs-search"
-inject = ("tools",)
-optional = ("system_prompt",)
+inject = (TOOLS,)
+optional = (SYSTEM_PROMPT,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register ``glob`` and ``grep`` and their guidance sections."""
-    tools = ctx.require("tools")
+    tools = ctx.require(TOOLS)
     body = SearchTools(ctx, config)
     glob_cap, grep_cap = config.globMaxResults, config.grepMaxMatches
     over_cap = (
@@ -514,7 +515,7 @@ def apply(ctx: Context, config: Config) -> None:
             timeout_ms=TIMEOUT_MS,
         ),
     )
-    system_prompt = ctx.get("system_prompt")
+    system_prompt = ctx.get(SYSTEM_PROMPT)
     if system_prompt is None:
         return
     system_prompt.section(

@@ -17,21 +17,19 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from pydsh.agent.agent import Agent, user_message
+from pydsh.agent.hooks import PRE_STEP, PreStep, PreStepDecision
 from pydsh.agent.instructions import find_project_root
+from pydsh.agent.keys import WORKING_DIRECTORY
+from pydsh.contract.agent import Agent, user_message
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec
 from pydsh.kernel.compose import dsh_home
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
-from pydsh.kernel.events import define_event
+from pydsh.kernel.errors import PydshError
+from pydsh.kernel.events import Next
 from pydsh.session.events import Event
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
-
-define_event("agent/pre-step", "waterfall")
-
-Next = Callable[[], Awaitable[Any]]
 
 SKILL_NAME = r"[a-z0-9]+(?:-[a-z0-9]+)*"
 GESTURE = r"(?:^|(?<=\s))/([a-z0-9]+(?:-[a-z0-9]+)*)(?=\s|$)"
@@ -126,7 +124,7 @@ def render_skill(skill: Skill) -> str:
 # -- front matter ------------------------------------------------------------------------------
 
 
-class SkillFileError(ValueError):
+class SkillFileError(PydshError, ValueError):
     """A skill file that cannot be used; the message says why."""
 
 
@@ -369,7 +367,7 @@ class SkillTool:
         )
 
     def cwd(self, agent: Agent | None) -> str | None:
-        return None if agent is None else str(self.ctx.require("working_directory").current(agent))
+        return None if agent is None else str(self.ctx.require(WORKING_DIRECTORY).current(agent))
 
     def execute(self, args: dict[str, Any], exec: ToolExec) -> str:
         name = args.get("name")
@@ -384,7 +382,7 @@ class SkillTool:
 
     def catalog(self, agent: Agent, messages: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The catalog message this step logs, or ``None`` when the surface already shows this catalog."""
-        tools = self.ctx.require("tools")
+        tools = self.ctx.require(TOOLS)
         visible = tools.lookup(agent, "skill") is self.definition
         skills = self.files.discover(self.cwd(agent)).values() if visible else ()
         limit = self.config.catalogDescriptionMaxLength
@@ -400,7 +398,7 @@ class SkillTool:
             return None
         return catalog_message(entries, update=published)
 
-    async def on_catalog(self, payload: dict[str, Any], nxt: Next) -> Any:
+    async def on_catalog(self, payload: PreStep, nxt: Next[PreStepDecision]) -> PreStepDecision:
         decision = await nxt()
         messages = list(decision.get("messages") or [])
         if decision.get("kind") == "reject" or payload["signal"].aborted or (payload["step"] == 1 and not messages):
@@ -408,7 +406,7 @@ class SkillTool:
         message = self.catalog(payload["agent"], messages)
         return decision if message is None else {**decision, "messages": [*messages, message]}
 
-    async def on_invocation(self, payload: dict[str, Any], nxt: Next) -> Any:
+    async def on_invocation(self, payload: PreStep, nxt: Next[PreStepDecision]) -> PreStepDecision:
         decision = await nxt()
         names = invoked_names(payload.get("messages") or [])
         if decision.get("kind") == "reject" or not names:
@@ -425,12 +423,12 @@ class SkillTool:
 
 
 name = "tool-skill"
-inject = ("tools", "working_directory")
+inject = (TOOLS, WORKING_DIRECTORY)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Register ``skill`` and the listeners that log the catalog and user-invoked skills."""
     tool = SkillTool(ctx, config)
-    ctx.require("tools").register(ctx, tool.definition)
-    ctx.on("agent/pre-step", tool.on_invocation)
-    ctx.on("agent/pre-step", tool.on_catalog)
+    ctx.require(TOOLS).register(ctx, tool.definition)
+    ctx.on(PRE_STEP, tool.on_invocation, name="skills-invocation")
+    ctx.on(PRE_STEP, tool.on_catalog, name="skills-catalog")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolExec
 from pydsh.kernel.context import Context
-from pydsh.tools.registry import ToolDefinition, ToolExec
 
 STATUSES = ("pending", "in_progress", "completed")
 PARAMETERS = {
@@ -53,9 +53,9 @@ def write_todos(args: dict[str, Any], exec: ToolExec) -> str:
 
 
 name = "tool-todo"
-inject = ("tools",)
+inject = (TOOLS,)
 
 
 def apply(ctx: Context, config: None) -> None:
     """Register ``todo_write``."""
-    ctx.require("tools").register(ctx, ToolDefinition("todo_write", DESCRIPTION, PARAMETERS, write_todos))
+    ctx.require(TOOLS).register(ctx, ToolDefinition("todo_write", DESCRIPTION, PARAMETERS, write_todos))

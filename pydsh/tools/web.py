@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydsh import __version__
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 
 if TYPE_CHECKING:
     import httpx
@@ -318,8 +319,8 @@ class WebFetchTool:
 
 
 name = "tool-web"
-inject = ("tools",)
-optional = ("system_prompt",)
+inject = (TOOLS,)
+optional = (SYSTEM_PROMPT,)
 
 
 def apply(ctx: Context, config: Config) -> None:
@@ -337,7 +338,7 @@ def apply(ctx: Context, config: Config) -> None:
         timeout_ms=30000,
         meta=tool.meta,
     )
-    ctx.require("tools").register(ctx, definition)
-    system_prompt = ctx.get("system_prompt")
+    ctx.require(TOOLS).register(ctx, definition)
+    system_prompt = ctx.get(SYSTEM_PROMPT)
     if system_prompt is not None:
         system_prompt.section(ctx, "tool:web_fetch", 2100, GUIDANCE, interpolate=False)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydsh.agent.keys import WORKING_DIRECTORY
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec
 from pydsh.kernel.context import Context
 from pydsh.tools.files import session_dir
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 
 PARAMETERS = {
     "type": "object",
@@ -30,7 +31,7 @@ class WorkingDirectoryTool:
         self.ctx = ctx
 
     def __call__(self, args: dict[str, Any], exec: ToolExec) -> str:
-        service = self.ctx.require("working_directory")
+        service = self.ctx.require(WORKING_DIRECTORY)
         if exec.agent is None:
             if "cd" in args:
                 raise ToolError("working-directory: cd needs a calling agent")
@@ -41,11 +42,11 @@ class WorkingDirectoryTool:
 
 
 name = "tool-working-directory"
-inject = ("tools", "working_directory")
+inject = (TOOLS, WORKING_DIRECTORY)
 
 
 def apply(ctx: Context, config: None) -> None:
     """Register ``working_directory``."""
-    ctx.require("tools").register(
+    ctx.require(TOOLS).register(
         ctx, ToolDefinition("working_directory", DESCRIPTION, PARAMETERS, WorkingDirectoryTool(ctx))
     )

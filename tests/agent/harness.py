@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydsh.agent.agent import AgentOptions, user_message
+from pydsh.agent.keys import AGENTS
 from pydsh.agent.loop import LoopAgent, LoopHandle
 from pydsh.agent.registry import AgentRegistry, CreateAgentOptions
+from pydsh.contract.agent import AgentOptions, user_message
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Composition, resolve_rows
+from pydsh.llm.keys import LLM_REPLAY
 from pydsh.testing import SCRIPTED_PROVIDERS, scripted_patch
 
 REPLAY_PROVIDERS = SCRIPTED_PROVIDERS
@@ -33,11 +35,11 @@ class Host:
 
     @property
     def agents(self) -> AgentRegistry:
-        return self.kernel.ctx.require("agents")  # type: ignore[no-any-return]
+        return self.kernel.ctx.require(AGENTS)  # type: ignore[no-any-return]
 
     @property
     def replay(self) -> Any:
-        return self.kernel.ctx.require("llm_replay")
+        return self.kernel.ctx.require(LLM_REPLAY)
 
     async def create(self, cwd: Path, **kw: Any) -> LoopHandle:
         options = kw.pop("agent_options", AgentOptions())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydsh.kernel.context import Context
+from pydsh.kernel.keys import ServiceKey
 
 LATE: list[Context] = []
 
@@ -14,7 +15,7 @@ class Widget:
 
 
 def provider(ctx: Context, config: Any) -> None:
-    ctx.provide("widget", Widget())
+    ctx.provide(ServiceKey("widget"), Widget())
 
 
 def late_provider(ctx: Context, config: Any) -> None:

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from pydsh.agent.agent import user_message
+from pydsh.agent.hooks import PRE_STEP
+from pydsh.contract.agent import user_message
 from pydsh.kernel.invariants import InvariantError
+from pydsh.llm.hooks import LLM_STREAM
 from pydsh.session.events import FrozenDict
 from pydsh.testing.fixtures import Violations
 from tests.agent.harness import start_host, types
@@ -27,7 +29,7 @@ async def test_a_request_changed_after_it_was_built_is_a_violation_not_a_model_f
         agent.session.append("user/message", user_message("slipped in"), surface_op="append")
         return await nxt()
 
-    host.kernel.ctx.on("llm/stream", append_after_build, prepend=True)
+    host.kernel.ctx.on(LLM_STREAM, append_after_build, before=LLM_STREAM.order)
     events = await host.run(agent, "go")
     violation = f"[agent-loop] session {agent.id}: request messages differ from derive_messages()"
     assert violations.take() == [violation]
@@ -66,7 +68,7 @@ async def test_the_loop_built_request_is_frozen(tmp_path: Path) -> None:
                 refused.append(str(exc))
         return await nxt()
 
-    host.kernel.ctx.on("llm/stream", mutate)
+    host.kernel.ctx.on(LLM_STREAM, mutate)
     events = await host.run(agent, "go")
     assert refused == ["logged event data is immutable"] * 2
     assert "assistant/message" in types(events)
@@ -83,7 +85,7 @@ def note_every_step(host: Any) -> None:
         payload["agent"].inject(user_message("a note the runtime wrote for itself", {"kind": "working-directory"}))
         return await nxt()
 
-    host.kernel.ctx.on("agent/pre-step", note)
+    host.kernel.ctx.on(PRE_STEP, note)
 
 
 async def test_input_an_agent_queues_for_itself_while_preparing_rides_along_and_starts_no_step(tmp_path: Path) -> None:
@@ -141,7 +143,7 @@ async def test_input_from_outside_or_after_tool_calls_continues_the_turn(tmp_pat
             await asyncio.sleep(0.01)
         return await nxt()
 
-    host.kernel.ctx.on("llm/stream", steer_in_step_two)
+    host.kernel.ctx.on(LLM_STREAM, steer_in_step_two)
     events = await host.run(agent, "go")
     assert [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"] == ["completed"]
     assert types(events).count("step/start") == 3

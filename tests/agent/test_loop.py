@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
-from pydsh.agent.agent import user_message
+from pydsh.agent.hooks import AGENT_STATUS, PRE_STEP
+from pydsh.agent.keys import AGENTS
 from pydsh.agent.loop import LoopAgent
-from pydsh.tools.registry import ToolDefinition, ToolExec
+from pydsh.contract.agent import user_message
+from pydsh.contract.tools import TOOL_POST_EXECUTE, TOOLS, ToolDefinition, ToolExec
+from pydsh.llm.hooks import LLM_STREAM
 from tests.agent.harness import Host, start_host, types
 
 OBJ = {"type": "object", "properties": {"v": {"type": "string"}}}
@@ -21,7 +24,7 @@ def call(name: str, **args: Any) -> dict[str, Any]:
 
 
 def register(host: Host, name: str, body: Any, *, parallel: bool = False) -> None:
-    tools = host.kernel.ctx.require("tools")
+    tools = host.kernel.ctx.require(TOOLS)
     tools.register(
         host.kernel.ctx,
         ToolDefinition(
@@ -152,7 +155,7 @@ async def test_unknown_tool_and_bad_json_do_not_end_the_turn(host_factory) -> No
 
 async def test_additional_contexts_enter_the_next_step_after_step_start(host_factory) -> None:  # type: ignore[no-untyped-def]
     host, agent = await host_factory([{"tool_calls": [call("ctx_tool")]}, {"text": "fine"}])
-    tools = host.kernel.ctx.require("tools")
+    tools = host.kernel.ctx.require(TOOLS)
 
     async def body(args: Any, exec: ToolExec) -> str:
         return "x"
@@ -167,7 +170,7 @@ async def test_additional_contexts_enter_the_next_step_after_step_start(host_fac
         outcome.additional_contexts.append(user_message("extra context", {"kind": "repeat-tool-reminder"}))
         return outcome
 
-    host.kernel.ctx.on("tools/post-execute", add_context)
+    host.kernel.ctx.on(TOOL_POST_EXECUTE, add_context)
     events = await host.run(agent, "go")
     step2 = types(events).index("step/start", types(events).index("step/end"))
     assert types(events)[step2 : step2 + 2] == ["step/start", "user/message"]
@@ -185,7 +188,7 @@ async def test_steering_during_a_step_adds_one_more_step(host_factory) -> None: 
             agent.steer(user_message("also this"))
         return await nxt()
 
-    host.kernel.ctx.on("llm/stream", steer_once)
+    host.kernel.ctx.on(LLM_STREAM, steer_once)
     events = await host.run(agent, "go")
     assert types(events).count("step/start") == 2
     assert types(events).count("turn/start") == 1
@@ -194,7 +197,7 @@ async def test_steering_during_a_step_adds_one_more_step(host_factory) -> None: 
 async def test_queued_followups_run_as_later_turns_with_status_running_between(host_factory) -> None:  # type: ignore[no-untyped-def]
     host, agent = await host_factory([{"text": "one"}, {"text": "two"}])
     statuses: list[str] = []
-    host.kernel.ctx.on("agent/status", lambda p: statuses.append(p["status"]))
+    host.kernel.ctx.on(AGENT_STATUS, lambda p: statuses.append(p["status"]))
     agent.followup(user_message("first"))
     agent.followup(user_message("second"))
     await agent.when_idle()
@@ -221,7 +224,7 @@ async def test_pre_step_reject_and_empty_first_decision(host_factory) -> None:  
     async def reject(payload: dict[str, Any], nxt: Any) -> Any:
         return {"kind": "reject"}
 
-    dispose = host.kernel.ctx.on("agent/pre-step", reject)
+    dispose = host.kernel.ctx.on(PRE_STEP, reject)
     events = await host.run(agent, "blocked please")
     assert "step/start" not in types(events)
     assert events[-1]["data"]["reason"] == {"kind": "blocked"}
@@ -230,7 +233,7 @@ async def test_pre_step_reject_and_empty_first_decision(host_factory) -> None:  
     async def empty(payload: dict[str, Any], nxt: Any) -> Any:
         return {"kind": "enter", "messages": []}
 
-    host.kernel.ctx.on("agent/pre-step", empty)
+    host.kernel.ctx.on(PRE_STEP, empty)
     events = await host.run(agent, "nothing")
     assert "step/start" not in types(events)
     assert events[-1]["data"]["reason"] == {"kind": "completed"}
@@ -244,7 +247,7 @@ async def test_rewritten_decision_is_what_gets_logged(host_factory) -> None:  # 
         decision["messages"] = [user_message("rewritten"), *decision["messages"][1:]]
         return decision
 
-    host.kernel.ctx.on("agent/pre-step", rewrite)
+    host.kernel.ctx.on(PRE_STEP, rewrite)
     events = await host.run(agent, "original")
     prompts = [e["data"] for e in events if e["type"] == "user/message" and e["data"]["source"]["kind"] == "user"]
     assert [p["content"][0]["text"] for p in prompts] == ["rewritten"]
@@ -374,7 +377,7 @@ async def test_runtime_context_snapshot_text(host_factory, tmp_path: Path) -> No
 
 async def test_tool_bodies_run_with_the_agent_as_initiator(host_factory) -> None:  # type: ignore[no-untyped-def]
     host, agent = await host_factory([{"tool_calls": [call("who")]}, {"text": "ok"}])
-    agents = host.kernel.ctx.require("agents")
+    agents = host.kernel.ctx.require(AGENTS)
     seen: list[Any] = []
 
     async def who(args: Any, exec: ToolExec) -> str:

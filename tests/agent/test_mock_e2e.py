@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from pydsh.agent.agent import AgentOptions, user_message
+from pydsh.agent.keys import AGENTS
 from pydsh.agent.loop import LoopAgent
 from pydsh.agent.registry import CreateAgentOptions
+from pydsh.contract.agent import AgentOptions, user_message
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import resolve_rows
 from pydsh.testing.mock_model_server import MockModelServer
@@ -71,7 +72,7 @@ async def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
         await kernel.load(resolve_rows(compose(["base", "agent-tools"], patches).rows))
         kernels.append(kernel)
         options = AgentOptions(provider="local", model="mock-model") if adapter == "openai" else AgentOptions()
-        handle = await kernel.ctx.require("agents").create(CreateAgentOptions(cwd=str(tmp_path), agent_options=options))
+        handle = await kernel.ctx.require(AGENTS).create(CreateAgentOptions(cwd=str(tmp_path), agent_options=options))
         return Live(kernel, handle.agent)
 
     yield start
@@ -188,7 +189,7 @@ async def test_unreachable_base_url_fails_with_transport_after_retries(live: Any
 async def test_unknown_provider_is_a_clear_error(live: Any, tmp_path: Path) -> None:
     async with MockModelServer(sequence=[]) as server:
         host = await live(server)
-        handle = await host.kernel.ctx.require("agents").create(
+        handle = await host.kernel.ctx.require(AGENTS).create(
             CreateAgentOptions(cwd=str(tmp_path), agent_options=AgentOptions(provider="nope", model="x"))
         )
         host.agent = handle.agent

@@ -11,14 +11,16 @@ from typing import Any
 
 import pytest
 
-from pydsh.agent import ModelSelection, Route, install_model_selection
-from pydsh.agent.agent import AgentOptions, text_of
+from pydsh.agent.hooks import AGENT_REQUEST, PRE_STEP, PROMPT_ASSEMBLE
 from pydsh.agent.loop import LoopAgent
 from pydsh.agent.model_selection import model_changed_notice
+from pydsh.contract.agent import AgentOptions, text_of
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolExec
 from pydsh.kernel.context import Context
 from pydsh.kernel.fiber import ACTIVE, Fiber
+from pydsh.llm.hooks import LLM_STREAM
+from pydsh.plugin import ModelSelection, Route, install_model_selection
 from pydsh.testing import SCRIPTED_PROVIDERS
-from pydsh.tools.registry import ToolDefinition, ToolExec
 from tests.agent.harness import Host, start_host
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +70,7 @@ class Seen:
             self.routes.append(route)
             return await nxt()  # type: ignore[no-any-return]
 
-        host.kernel.ctx.on("llm/stream", spy)
+        host.kernel.ctx.on(LLM_STREAM, spy)
 
     def of(self, agent: LoopAgent) -> list[tuple[str, str, str | None]]:
         return [r[1:] for r in self.routes if r[0] == agent.id]
@@ -167,13 +169,13 @@ async def test_a_change_during_a_request_waits_for_the_next_step(tmp_path: Path)
         selection.current = Route("provider-b", "model-b")
         return await nxt()
 
-    dispose_switch = host.kernel.ctx.on("llm/stream", switch_while_streaming)
+    dispose_switch = host.kernel.ctx.on(LLM_STREAM, switch_while_streaming)
 
     async def noop(args: Any, exec: ToolExec) -> str:
         dispose_switch()
         return "ok"
 
-    host.kernel.ctx.require("tools").register(
+    host.kernel.ctx.require(TOOLS).register(
         host.kernel.ctx, ToolDefinition("noop", "no-op", {"type": "object", "properties": {}}, noop)
     )
     try:
@@ -248,7 +250,7 @@ async def test_a_notice_already_in_the_step_is_not_repeated(tmp_path: Path) -> N
             decision["messages"].append(model_changed_notice(before, after))
         return decision
 
-    host.kernel.ctx.on("agent/pre-step", plugin_notice, prepend=True)
+    host.kernel.ctx.on(PRE_STEP, plugin_notice, after=("model-selection",), before=PRE_STEP.order[1:])
     install_model_selection(agent.ctx, selection)
     try:
         await host.run(agent, "first")
@@ -282,10 +284,10 @@ async def test_only_the_selected_agent_is_routed(tmp_path: Path) -> None:
 async def test_listeners_unwind_with_the_disposer_the_owner_and_the_agent(tmp_path: Path) -> None:
     host, (agent,) = await start(tmp_path, [{"text": "1"}, {"text": "2"}], A)
     bus = host.kernel.ctx.runtime.bus
-    names = ("system-prompt/assemble", "agent/request", "agent/pre-step")
+    events = (PROMPT_ASSEMBLE, AGENT_REQUEST, PRE_STEP)
 
     def tagged() -> int:
-        return sum(1 for n in names for entry in bus._listeners.get(n, ()) if entry.tag is agent)
+        return sum(1 for event in events for entry in bus.listeners(event) if entry.tag is agent)
 
     try:
         dispose = install_model_selection(agent.ctx, ModelSelection())
@@ -350,13 +352,13 @@ async def test_bad_selections_give_one_clear_error(tmp_path: Path) -> None:
         await host.close()
 
 
-def test_import_pydsh_agent_stays_light() -> None:
-    code = "import sys, pydsh.agent; print(sorted(m for m in sys.modules if m.startswith('pydsh')))"
+def test_import_pydsh_plugin_stays_light() -> None:
+    code = "import sys, pydsh.plugin; print(sorted(m for m in sys.modules if m.startswith('pydsh')))"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip() == "['pydsh', 'pydsh.agent']"
-    import pydsh.agent
+    assert out.stdout.strip() == "['pydsh', 'pydsh.plugin']"
+    import pydsh.plugin
 
-    assert pydsh.agent.install_model_selection.__module__ == "pydsh.agent.model_selection"
+    assert pydsh.plugin.install_model_selection.__module__ == "pydsh.agent.model_selection"
     with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
-        pydsh.agent.nonesuch  # type: ignore[attr-defined]  # noqa: B018
+        pydsh.plugin.nonesuch  # type: ignore[attr-defined]  # noqa: B018

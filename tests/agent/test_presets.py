@@ -9,10 +9,15 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.hooks import AGENT_CREATED, AGENT_ERROR
+from pydsh.agent.keys import AGENT_PRESETS, SYSTEM_PROMPT
 from pydsh.agent.presets import AgentPresets, RemoteError, preset_setup, resolve_session_preset
+from pydsh.contract.tools import TOOLS, TOOLS_CHANGED
 from pydsh.kernel.compose import resolve_rows
 from pydsh.kernel.fiber import ACTIVE, DISPOSED
 from pydsh.kernel.invariants import InvariantError
+from pydsh.kernel.keys import ServiceKey
+from pydsh.session.keys import SESSION_PROJECTIONS
 from pydsh.testing.fixtures import Violations
 from tests.agent.harness import Host, compose, start_host, types
 from tests.agent.preset_plugins import LATE, Widget
@@ -30,7 +35,7 @@ def compose_rows(patch: list[dict[str, Any]]) -> list[Any]:
 
 
 def roster(host: Host) -> AgentPresets:
-    return host.kernel.ctx.require("agent_presets")  # type: ignore[no-any-return]
+    return host.kernel.ctx.require(AGENT_PRESETS)  # type: ignore[no-any-return]
 
 
 async def joined(host: Host, tmp_path: Path, preset: str | None = None) -> Any:
@@ -71,7 +76,7 @@ async def test_a_unjoined_agent_is_warned_once_and_fails_at_its_first_assembly(
             "compose_from() in the agent factory setup)"
         ]
         errors: list[BaseException] = []
-        host.kernel.ctx.on("agent/error", lambda p: errors.append(p["error"]))
+        host.kernel.ctx.on(AGENT_ERROR, lambda p: errors.append(p["error"]))
         events = await host.run(agent, "hi")
         assert "request/header" not in types(events)
         assert isinstance(errors[0], InvariantError)
@@ -162,7 +167,7 @@ async def test_d_a_delegated_child_runs_the_parents_preset(tmp_path: Path) -> No
                 same = scopes.parent_of(child) is scopes.parent_of(parent)
                 seen.append((presets.composed_preset(child.ctx), child.session.header.get("agentPreset"), same))
 
-        host.kernel.ctx.on("agent/created", created)
+        host.kernel.ctx.on(AGENT_CREATED, created)
         await host.run(parent, "delegate")
         await quiesce(host)
         assert seen == [("standard", "standard", True)]
@@ -177,7 +182,7 @@ async def test_e_a_minimal_only_process_still_exposes_the_meter_units(tmp_path: 
         assert [p["id"] for p in roster(host).list()] == ["minimal"]
         agent = await joined(host, tmp_path, "minimal")
         await host.run(agent, "hi")
-        snapshot = host.kernel.ctx.require("session_projections").snapshot(agent.session)
+        snapshot = host.kernel.ctx.require(SESSION_PROJECTIONS).snapshot(agent.session)
         assert {"tokenUsage", "contextPressure", "contextBreakdown"} <= set(snapshot["values"])
         assert snapshot["values"]["tokenUsage"]["uncachedInputTokens"] > 0
     finally:
@@ -208,9 +213,9 @@ async def test_f_a_preset_service_outside_an_isolate_realm_breaks_the_preset(tmp
             await joined(host, tmp_path, "bare")
         assert info.value.code == "agent-preset/invalid"
         agent = await joined(host, tmp_path, "isolated")
-        own = presets.service_for(agent, "widget")
+        own = presets.service_for(agent, ServiceKey("widget"))
         assert isinstance(own, Widget)
-        assert own is not host.kernel.ctx.get("widget")
+        assert own is not host.kernel.ctx.get(ServiceKey("widget"))
     finally:
         await host.close()
 
@@ -240,7 +245,7 @@ async def test_a_service_published_after_the_audit_fails_the_invariant(violation
             match=r'preset "late" published process-global service\(s\) \[gadget\] '
             r'after its mount was audited \(observed while notifying "gadget"\)',
         ):
-            LATE[0].provide("gadget", object())
+            LATE[0].provide(ServiceKey("gadget"), object())
         assert len(violations.take()) == 1
     finally:
         with pytest.raises(ExceptionGroup):
@@ -313,7 +318,7 @@ async def test_a_changed_declaration_mounts_a_new_generation_for_new_sessions(tm
         assert old.fiber.state == ACTIVE and old.retired
         child = await host.create(tmp_path, setup=lambda ctx, _a: presets.compose_from(ctx, old_agent.ctx))
         assert presets._joined[child.agent] is old
-        prompt = host.kernel.ctx.require("system_prompt")
+        prompt = host.kernel.ctx.require(SYSTEM_PROMPT)
         old_text = prompt.render(await prompt.assemble(agent=old_agent))
         new_text = prompt.render(await prompt.assemble(agent=new_agent))
         assert old_text == "You are a helpful software engineer assistant."
@@ -340,11 +345,11 @@ async def test_recompose_rebinds_and_announces_the_tool_change(tmp_path: Path) -
         presets = roster(host)
         bare = (await host.create(tmp_path)).agent
         changes: list[int] = []
-        host.kernel.ctx.on("tools/change", lambda: changes.append(1))
+        host.kernel.ctx.on(TOOLS_CHANGED, lambda: changes.append(1))
         await presets.recompose(bare.ctx, "minimal")
         assert presets.composed_preset(bare.ctx) == "minimal"
         assert changes
-        tools = host.kernel.ctx.require("tools")
+        tools = host.kernel.ctx.require(TOOLS)
         assert tools.lookup(bare, "str_replace_editor") is not None
     finally:
         await host.close()
@@ -354,7 +359,7 @@ async def test_the_agent_preset_unit_follows_header_and_selection(tmp_path: Path
     host = await start_host([], bundles=ROSTER)
     try:
         agent = await joined(host, tmp_path, "standard")
-        projections = host.kernel.ctx.require("session_projections")
+        projections = host.kernel.ctx.require(SESSION_PROJECTIONS)
         assert projections.snapshot(agent.session, ["agentPreset"])["values"] == {
             "agentPreset": {"agentPreset": "standard"}
         }

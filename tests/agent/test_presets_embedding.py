@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import pydsh.testing
+from pydsh.agent.keys import AGENT_PRESETS
 
 ROSTER = [{"insert": [{"id": "presets", "name": "pydsh:include", "config": {"bundle": "presets"}}]}]
 
@@ -18,7 +19,7 @@ async def test_embedded_agents_of_a_roster_profile_join_the_default_preset(tmp_p
         assert result.final_response == "done"
         header = agent.live.session.header
         assert header["agentPreset"] == "standard"
-        roster = host.ctx.require("agent_presets")
+        roster = host.ctx.require(AGENT_PRESETS)
         assert roster.composed_preset(agent.live.ctx) == "standard"
 
 
@@ -30,5 +31,5 @@ async def test_create_agent_joins_the_named_preset_and_refuses_an_unknown_one(tm
         agent = await host.create_agent(preset="minimal")
         assert (await agent.run("hi")).final_response == "done"
         assert agent.live.session.header["agentPreset"] == "minimal"
-        roster = host.ctx.require("agent_presets")
+        roster = host.ctx.require(AGENT_PRESETS)
         assert roster.composed_preset(agent.live.ctx) == "minimal"

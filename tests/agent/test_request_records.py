@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydsh.agent.agent import user_message
 from pydsh.agent.runtime_context import NONE_TEXT, project_snapshot
+from pydsh.contract.agent import user_message
+from pydsh.contract.tools import TOOLS, ToolDefinition
 from pydsh.session.events import make_header
 from pydsh.session.log import Session
-from pydsh.tools.registry import ToolDefinition
 from tests.agent.harness import REPLAY_PROVIDERS, start_host
 
 
@@ -26,7 +26,7 @@ async def test_tool_change_logs_change_header_and_developer_message(tmp_path: Pa
         async def body(args: Any, exec: Any) -> str:
             return "x"
 
-        host.kernel.ctx.require("tools").register(
+        host.kernel.ctx.require(TOOLS).register(
             host.kernel.ctx, ToolDefinition("zz_new", "new tool", {"type": "object", "properties": {}}, body)
         )
         events = await host.run(agent, "two")

@@ -6,11 +6,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolExec
 from pydsh.kernel.context import Context
-from pydsh.tools.registry import ToolDefinition, ToolExec
 
 name = "blocking-tool"
-inject = ("tools",)
+inject = (TOOLS,)
 
 
 async def block(args: Any, exec: ToolExec) -> str:
@@ -21,4 +21,4 @@ async def block(args: Any, exec: ToolExec) -> str:
 
 def apply(ctx: Context, config: None) -> None:
     schema = {"type": "object", "properties": {"ready": {"type": "string"}}, "required": ["ready"]}
-    ctx.require("tools").register(ctx, ToolDefinition("block", "Blocks until killed.", schema, block))
+    ctx.require(TOOLS).register(ctx, ToolDefinition("block", "Blocks until killed.", schema, block))

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolExec
 from pydsh.kernel.context import Context
+from pydsh.llm.keys import LLM
 from pydsh.llm.types import ModelInfo, ProviderInfo, StreamChunk
-from pydsh.tools.registry import ToolDefinition, ToolExec
 
 name = "late-route"
-inject = ("tools", "llm")
+inject = (TOOLS, LLM)
 
 
 class LateAdapter:
@@ -28,8 +29,8 @@ class LateAdapter:
 
 def apply(ctx: Context, config: None) -> None:
     async def add_route(args: Any, exec: ToolExec) -> str:
-        ctx.require("llm").register_adapter(ctx, ["late"], LateAdapter())
+        ctx.require(LLM).register_adapter(ctx, ["late"], LateAdapter())
         return "added"
 
     schema = {"type": "object", "properties": {}}
-    ctx.require("tools").register(ctx, ToolDefinition("add_route", "Adds a model route.", schema, add_route))
+    ctx.require(TOOLS).register(ctx, ToolDefinition("add_route", "Adds a model route.", schema, add_route))

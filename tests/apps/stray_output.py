@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import os
 
+from pydsh.host.keys import APP
 from pydsh.kernel.context import Context
 
 name = "stray-output"
-inject = ("app",)
+inject = (APP,)
 
 
 def apply(ctx: Context, config: None) -> None:

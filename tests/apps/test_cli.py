@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pydsh.apps.cli import DUMPS_EXCLUSIVE, UsageError, parse_launch
+from pydsh.apps.cli import DUMPS_EXCLUSIVE, EVENTS_EXCLUSIVE, parse_launch
+from pydsh.apps.usage import UsageError
 from pydsh.session.errors import SessionFormatUnsupportedError, SessionPersistenceCorruptionError
 from pydsh.session.events import make_header
 from pydsh.session.persistence.jsonl import JsonlPersistence
@@ -62,15 +63,17 @@ def test_launcher_errors(tmp_path: Path) -> None:
 
 
 LAUNCHER_ERRORS = [
+    (("sdk", "--dump-events", "--dump-config"), f"error: {EVENTS_EXCLUSIVE}"),
     (("--x",), "error: unknown option '--x'"),
     (("--patch", "p.yml", "-q", "sdk"), "error: unknown option '-q'"),
-    (("--profile", "sdk", "--dump-config", "--dump-default-config"), DUMPS_EXCLUSIVE),
-    (("sdk", "--dump-config-schema", "--dump-config"), DUMPS_EXCLUSIVE),
+    (("--profile", "sdk", "--dump-config", "--dump-default-config"), f"error: {DUMPS_EXCLUSIVE}"),
+    (("sdk", "--dump-config-schema", "--dump-config"), f"error: {DUMPS_EXCLUSIVE}"),
     (("--profile", "sdk", "--patch", "p.yml", "--dump-default-config"), NO_PATCH),
     (("--profile", "sdk", "--dump-config", "extra"), 'error: config dumps take no app arguments, got "extra"'),
     (("sdk", "--from-default-profile="), "error: --from-default-profile needs a name"),
 ]
-"""Bad launcher input: one line, exit 1. The reference says the same (its bare ``--x`` asks for a profile)."""
+"""Bad launcher input: one line, exit 1. From the fourth on, the reference says the same (it has no
+``--dump-events``, and its bare ``--x`` asks for a profile)."""
 
 
 @pytest.mark.parametrize(("args", "line"), LAUNCHER_ERRORS)
@@ -81,7 +84,7 @@ def test_bad_launcher_input_is_one_line_naming_it(tmp_path: Path, args: tuple[st
 
 
 @needs_reference
-@pytest.mark.parametrize(("args", "line"), LAUNCHER_ERRORS[2:])
+@pytest.mark.parametrize(("args", "line"), LAUNCHER_ERRORS[3:])
 def test_the_reference_words_bad_launcher_input_alike(tmp_path: Path, args: tuple[str, ...], line: str) -> None:
     (tmp_path / "p.yml").write_text("[]\n")
     result = subprocess.run([REFERENCE, *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)

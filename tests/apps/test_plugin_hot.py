@@ -11,6 +11,7 @@ import pytest
 
 import pydsh.testing
 from pydsh.apps.plugins import _record, profile_lock, raw_profile, write_profile
+from pydsh.contract.tools import TOOLS
 from pydsh.kernel.profiles import profile_dir
 
 FAST = [{"id": "profile-watch", "config": {"intervalMs": 20}}]
@@ -41,7 +42,7 @@ async def test_agent_message_added_to_a_running_web_profile_serves_its_next_step
     script = [{"text": "before"}, LIST_PEERS, {"text": "after"}]
     home = tmp_path / "home"
     async with pydsh.testing.scripted_host(script, profile="web", patches=[FAST], cwd=tmp_path, dsh_home=home) as host:
-        tools = host.ctx.require("tools")
+        tools = host.ctx.require(TOOLS)
         agent = await host.create_agent()
         assert (await agent.run("hi")).final_response == "before"
         assert tools.lookup(None, "send_agent_message") is None
@@ -91,4 +92,4 @@ async def test_an_added_bundle_whose_rows_cannot_resolve_is_named_and_the_watch_
             "variable PYDSH_NO_SUCH_VAR is not set (used as ${env:PYDSH_NO_SUCH_VAR})"
         )
         assert 'bundle "team-models" was added' in caplog.records[1].getMessage()
-        assert host.ctx.require("tools").lookup(None, "send_agent_message") is None
+        assert host.ctx.require(TOOLS).lookup(None, "send_agent_message") is None

@@ -11,7 +11,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydsh.compaction.keys import COMPACTION
+from pydsh.llm.hooks import LLM_STREAM
 from pydsh.llm.scripted import compile_entry, play
+from pydsh.session.keys import SESSIONS
 from tests.compaction.helpers import compaction_host, summary_text
 
 PACE_MS = 4
@@ -26,11 +29,11 @@ async def main(session_id: str) -> None:
         entry = compile_entry({"text": summary_text("slow " * 20)}, 1, chunk_size=16)
         return play(entry, options, PACE_MS)
 
-    host.kernel.ctx.on("llm/stream", slow_summary, prepend=True, global_=True)
+    host.kernel.ctx.on(LLM_STREAM, slow_summary, before=LLM_STREAM.order, global_=True)
     handle = await host.agents.resume(session_id)
-    await host.kernel.ctx.require("sessions").flush(handle.agent.session)
+    await host.kernel.ctx.require(SESSIONS).flush(handle.agent.session)
     print("ready", flush=True)
-    await host.kernel.ctx.require("compaction").compact_now(handle.agent, None, "crash-trial")
+    await host.kernel.ctx.require(COMPACTION).compact_now(handle.agent, None, "crash-trial")
     print("done", flush=True)
     await handle.dispose()
     await host.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pydsh.compaction.summary import SECTIONS
+from pydsh.llm.hooks import LLM_STREAM
 from pydsh.llm.scripted import compile_entry, play
 from tests.agent.harness import Host, start_host
 
@@ -51,7 +52,7 @@ class Summariser:
         self.answers: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.on_request: Callable[[dict[str, Any]], None] | None = None
-        host.kernel.ctx.on("llm/stream", self._serve, prepend=True, global_=True)
+        host.kernel.ctx.on(LLM_STREAM, self._serve, before=LLM_STREAM.order, global_=True)
 
     async def _serve(self, options: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
         if options.get("purpose") != "compaction":

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from pydsh.agent.agent import user_message
 from pydsh.compaction.basic import BasicCompaction, Config, select_range
 from pydsh.compaction.engine import (
     ManualCompactionError,
@@ -19,7 +18,10 @@ from pydsh.compaction.engine import (
     tool_pairing_balanced_after,
     tool_pairing_balanced_before,
 )
+from pydsh.compaction.hooks import SUMMARY_ERROR
+from pydsh.compaction.keys import COMPACTION, TOKEN_METER, TOOL_RESULT_PRUNER
 from pydsh.compaction.summary import INSTRUCTION, PREAMBLE, SECTIONS
+from pydsh.contract.agent import user_message
 from pydsh.host import HostError
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import resolve_rows
@@ -43,7 +45,7 @@ async def session_with_history(tmp_path: Path, steps: int = 4, **kw: Any) -> Any
 
 
 def engine_of(host: Any) -> BasicCompaction:
-    return host.kernel.ctx.require("compaction")  # type: ignore[no-any-return]
+    return host.kernel.ctx.require(COMPACTION)  # type: ignore[no-any-return]
 
 
 # -- configuration (§4.2) ---------------------------------------------------------------------
@@ -118,7 +120,7 @@ async def test_a_profile_without_the_meter_fails_start_up(tmp_path: Path) -> Non
 async def test_shipped_profiles_mount_the_engine() -> None:
     kernel = await load([], ("base", "agent-tools"))
     try:
-        assert kernel.ctx.get("compaction") is not None and kernel.ctx.get("tool_result_pruner") is not None
+        assert kernel.ctx.get(COMPACTION) is not None and kernel.ctx.get(TOOL_RESULT_PRUNER) is not None
     finally:
         await kernel.dispose()
 
@@ -170,7 +172,7 @@ async def test_range_skips_the_system_head_and_keeps_a_balanced_tail(tmp_path: P
     host, _s, handle = await session_with_history(tmp_path, 4)
     try:
         session = handle.agent.session
-        meter = host.kernel.ctx.require("token_meter")
+        meter = host.kernel.ctx.require(TOKEN_METER)
         nodes = session.surface.nodes
         assert session.events[nodes[0]]["type"] == "system/message"
         m = meter.measure(session)
@@ -223,7 +225,7 @@ async def test_manual_compaction_writes_four_events_and_keeps_the_log(tmp_path: 
         shadowed = nodes[1:]
         assert summary["data"]["shadowedRange"] == {"start": shadowed[0], "end": shadowed[-1]}
         assert summary["data"]["shadowedSeqs"] == shadowed
-        meter = host.kernel.ctx.require("token_meter")
+        meter = host.kernel.ctx.require(TOKEN_METER)
         assert (
             summary["data"]["shadowedTokenCount"] == sum(meter.estimate_message(m) for m in old_view[1:])
             or summary["data"]["shadowedTokenCount"] > 0
@@ -313,7 +315,7 @@ async def test_summary_error_listener_may_repair_and_retry(tmp_path: Path) -> No
         session.append("user/message", user_message("repaired prompt"), surface_op=replace, source_event_seqs=[prompt])
         return True
 
-    host.kernel.ctx.on("compaction/summary-error", repair)
+    host.kernel.ctx.on(SUMMARY_ERROR, repair)
     try:
         summariser.answers.append({"text": " "})
         await engine_of(host).compact_now(handle.agent, None)
@@ -381,7 +383,7 @@ async def test_surface_change_during_summarisation_commits_nothing(tmp_path: Pat
 
         engine._summarise = racing  # type: ignore[method-assign]
         session.append("turn/start", {"turn": 2})
-        span = select_range(session, host.kernel.ctx.require("token_meter").measure(session), 0)
+        span = select_range(session, host.kernel.ctx.require(TOKEN_METER).measure(session), 0)
         assert span is not None
         size = len(session.events)
         with pytest.raises(Exception, match="session surface changed during summarization"):

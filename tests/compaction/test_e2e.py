@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydsh.compaction.keys import TOKEN_METER
 from pydsh.compaction.meter import TokenMeter
 from tests.compaction.helpers import THRESHOLD, canon, compaction_host, write_lines
 
@@ -17,7 +18,7 @@ async def test_sixty_step_session_compacts_and_resumes_cold(tmp_path: Path) -> N
     write_lines(tmp_path / "big.txt", 800)
     script = [read_step(i * 12 + 1) for i in range(60)] + [{"text": "all read"}]
     host, summariser = await compaction_host(script)
-    meter: TokenMeter = host.kernel.ctx.require("token_meter")
+    meter: TokenMeter = host.kernel.ctx.require(TOKEN_METER)
     pressures: list[int] = []
     try:
         handle = await host.create(tmp_path)

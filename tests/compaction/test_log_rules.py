@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from pydsh.agent.agent import user_message
 from pydsh.compaction.engine import compact_checkpoint_source
+from pydsh.contract.agent import user_message
 from pydsh.session.errors import SessionLogError
 from pydsh.session.events import make_header
 from pydsh.session.log import Session

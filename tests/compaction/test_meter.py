@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pydsh.agent.keys import AGENT_PRESETS
 from pydsh.compaction.heuristic import (
     estimate_message,
     price_block,
@@ -15,6 +16,7 @@ from pydsh.compaction.heuristic import (
     tools_tokens,
     utf16_len,
 )
+from pydsh.compaction.keys import TOKEN_METER
 from pydsh.compaction.meter import (
     ContextBreakdownUnit,
     ContextPressureUnit,
@@ -83,7 +85,7 @@ async def test_measure_anchors_to_reported_usage_and_adds_the_surface_delta(tmp_
     try:
         handle = await host.create(tmp_path)
         agent = handle.agent
-        meter: TokenMeter = host.kernel.ctx.require("token_meter")
+        meter: TokenMeter = host.kernel.ctx.require(TOKEN_METER)
         empty = meter.measure(agent.session)
         assert (empty.baseline.kind, empty.total_tokens) == ("none", 0)
         await host.run(agent, "hello")
@@ -117,7 +119,7 @@ async def test_measure_estimates_when_usage_undercounts(tmp_path: Path) -> None:
     try:
         agent = (await host.create(tmp_path)).agent
         await host.run(agent, "hello")
-        m = host.kernel.ctx.require("token_meter").measure(agent.session)
+        m = host.kernel.ctx.require(TOKEN_METER).measure(agent.session)
         tools = tools_tokens(agent.session.request_header()["tools"])
         assert m.baseline.kind == "estimated"
         assert m.baseline.tokens == tools + m.surface_tokens
@@ -234,10 +236,10 @@ async def test_the_meter_refuses_to_load_inside_a_preset() -> None:
     }
     host = await start_host([], bundles=("base", "presets"), patches=([{"insert": [preset]}],))
     try:
-        broken = host.kernel.ctx.require("agent_presets").resolve("metered")["broken"]
+        broken = host.kernel.ctx.require(AGENT_PRESETS).resolve("metered")["broken"]
         assert 'row "meter-again" (token-meter)' in broken
         assert "token-meter belongs to the host composition" in broken
-        assert host.kernel.ctx.require("agent_presets").resolve("standard") == {"id": "standard"}
+        assert host.kernel.ctx.require(AGENT_PRESETS).resolve("standard") == {"id": "standard"}
     finally:
         await host.close()
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pydsh.compaction.keys import TOKEN_METER, TOOL_RESULT_PRUNER
 from pydsh.compaction.pruner import MARKER, Config, pruned_content
 from tests.compaction.helpers import compaction_host, summary_text, write_lines
 
@@ -51,8 +52,8 @@ async def test_prune_session_replaces_only_oversized_results(tmp_path: Path) -> 
         handle = await host.create(tmp_path)
         await host.run(handle.agent, "read both")
         session = handle.agent.session
-        pruner = host.kernel.ctx.require("tool_result_pruner")
-        meter = host.kernel.ctx.require("token_meter")
+        pruner = host.kernel.ctx.require(TOOL_RESULT_PRUNER)
+        meter = host.kernel.ctx.require(TOKEN_METER)
         results = [s for s in session.surface.nodes if session.events[s]["type"] == "tool/result"]
         big = session.events[results[0]]
         session.append("turn/start", {"turn": 2})

@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 
 import pydsh
+from pydsh.agent.keys import AGENTS
+from pydsh.session.keys import SESSIONS
 from pydsh.testing import scripted_host
 from tests.host import frontends as fe
 from tests.host.frontends import Outcome, Scripts
@@ -432,8 +434,8 @@ async def surrogate_web(tmp_path: Path, home: Path, ws: Path) -> Outcome:
             f"/api/sessions/{sid}/prompt", content=content, headers={"Content-Type": "application/json"}
         )
         assert sent.status_code == 202, sent.text
-        await page.host.ctx.require("agents").get(sid).when_idle()
-        return logged_prompt(sid, list(page.host.ctx.require("sessions").get(sid).events))
+        await page.host.ctx.require(AGENTS).get(sid).when_idle()
+        return logged_prompt(sid, list(page.host.ctx.require(SESSIONS).get(sid).events))
 
     return await fe.with_web(tmp_path, home, [[{"text": "fine"}]], ws, body)
 

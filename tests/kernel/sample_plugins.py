@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pydsh.kernel import Context, Service
+from pydsh.kernel import Context
+from pydsh.kernel.keys import ServiceKey
 
 LOG: list[str] = []
 
@@ -21,7 +22,7 @@ class EchoConfig(BaseModel):
 
 def provider(ctx: Context, config: EchoConfig) -> None:
     LOG.append(f"provider:{config.word}")
-    ctx.provide("echo", config.word)
+    ctx.provide(ServiceKey("echo"), config.word)
     ctx.effect(lambda: lambda: LOG.append("provider:down"))
 
 
@@ -29,15 +30,15 @@ provider.Config = EchoConfig  # type: ignore[attr-defined]
 
 
 def consumer(ctx: Context, config: None) -> None:
-    LOG.append(f"consumer:{ctx.require('echo')}")
+    LOG.append(f"consumer:{ctx.require(ServiceKey('echo'))}")
     ctx.effect(lambda: lambda: LOG.append("consumer:down"))
 
 
-consumer.inject = ("echo",)  # type: ignore[attr-defined]
+consumer.inject = (ServiceKey("echo"),)  # type: ignore[attr-defined]
 
 
 def exploding(ctx: Context, config: None) -> None:
-    ctx.provide("half", object())
+    ctx.provide(ServiceKey("half"), object())
     ctx.effect(lambda: lambda: LOG.append("exploding:rollback"))
     raise RuntimeError("start failed")
 
@@ -64,11 +65,22 @@ def interrupted(ctx: Context, config: None) -> None:
     raise KeyboardInterrupt
 
 
-class Counter(Service):
+COUNTER: ServiceKey[Counter] = ServiceKey("counter")
+
+
+class Counter:
     def __init__(self, ctx: Context, config: Any) -> None:
-        super().__init__(ctx, "counter")
+        self.ctx = ctx
+        ctx.provide(COUNTER, self)
         self.n = 0
         LOG.append("counter:init")
 
     async def start(self) -> None:
         LOG.append("counter:start")
+
+
+def stringly(ctx: Context, config: None) -> None:
+    """Names its dependency by a string, which the kernel refuses (dependencies are service keys)."""
+
+
+stringly.inject = ("echo",)  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydsh.agent.hooks import AGENT_STATUS
 from pydsh.kernel.context import Context
 
 name = "status-echo"
@@ -18,8 +19,8 @@ def apply(ctx: Context, config: None) -> None:
             return
         echoing = True
         try:
-            ctx.emit("agent/status", payload, scope=payload["agent"])
+            ctx.emit(AGENT_STATUS, payload, scope=payload["agent"])
         finally:
             echoing = False
 
-    ctx.on("agent/status", echo, global_=True)
+    ctx.on(AGENT_STATUS, echo, global_=True)

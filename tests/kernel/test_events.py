@@ -1,4 +1,4 @@
-"""Dispatch modes, listener order, prepend, waterfall short-circuit and scope admission."""
+"""Dispatch modes, declared listener order (with cycles refused), waterfall short-circuit and scope admission."""
 
 from __future__ import annotations
 
@@ -7,24 +7,25 @@ import logging
 
 import pytest
 
-from pydsh.kernel import Kernel, create_scope, define_event
+from pydsh.kernel import Kernel, KernelError, create_scope
+from pydsh.kernel.events import Bail, Emit, Next, Parallel, Serial, Waterfall, declared_events
 from pydsh.kernel.scope import bind_scope_parent
 
-define_event("test/emit", "emit")
-define_event("test/parallel", "parallel")
-define_event("test/serial", "serial")
-define_event("test/bail", "bail")
-define_event("test/waterfall", "waterfall")
+EMIT: Emit[int] = Emit("test/emit")
+BARE: Emit[()] = Emit("test/bare")
+PARALLEL: Parallel[()] = Parallel("test/parallel")
+SERIAL: Serial[(), str] = Serial("test/serial")
+BAIL: Bail[(), int] = Bail("test/bail")
+WATERFALL: Waterfall[list[str], str] = Waterfall("test/waterfall")
+ORDERED: Waterfall[list[str], str] = Waterfall("test/ordered", order=("first", "second", "third"))
 
 
-def test_undeclared_or_wrong_mode_raises() -> None:
-    k = Kernel()
-    with pytest.raises(TypeError):
-        k.ctx.emit("test/nope")
-    with pytest.raises(TypeError):
-        k.ctx.emit("test/serial")
-    with pytest.raises(TypeError):
-        define_event("test/emit", "serial")
+def test_an_event_is_declared_once() -> None:
+    with pytest.raises(TypeError, match="already declared"):
+        Serial("test/emit")
+    with pytest.raises(TypeError, match="already declared"):
+        Emit("test/emit")
+    assert EMIT in declared_events()
 
 
 async def test_emit_contains_listener_errors(caplog: pytest.LogCaptureFixture) -> None:
@@ -37,11 +38,11 @@ async def test_emit_contains_listener_errors(caplog: pytest.LogCaptureFixture) -
     async def bad_async(x: int) -> None:
         raise RuntimeError("async boom")
 
-    k.ctx.on("test/emit", bad)
-    k.ctx.on("test/emit", bad_async)
-    k.ctx.on("test/emit", seen.append)
+    k.ctx.on(EMIT, bad)
+    k.ctx.on(EMIT, bad_async)
+    k.ctx.on(EMIT, seen.append)
     with caplog.at_level(logging.WARNING):
-        k.ctx.emit("test/emit", 1)
+        k.ctx.emit(EMIT, 1)
         await asyncio.sleep(0.01)
     assert seen == [1]
     assert sum("test/emit" in r.getMessage() for r in caplog.records) == 2
@@ -58,10 +59,10 @@ async def test_parallel_runs_all_then_raises_first() -> None:
     async def failing() -> None:
         raise ValueError("first")
 
-    k.ctx.on("test/parallel", slow)
-    k.ctx.on("test/parallel", failing)
+    k.ctx.on(PARALLEL, slow)
+    k.ctx.on(PARALLEL, failing)
     with pytest.raises(ValueError, match="first"):
-        await k.ctx.parallel("test/parallel")
+        await k.ctx.parallel(PARALLEL)
     assert done == ["slow"]
 
 
@@ -80,41 +81,74 @@ async def test_serial_stops_at_bail_value_and_bail_is_sync() -> None:
         calls.append("c")
 
     for fn in (a, b, c):
-        k.ctx.on("test/serial", fn)
-    assert await k.ctx.serial("test/serial") == "stop"
+        k.ctx.on(SERIAL, fn)
+    assert await k.ctx.serial(SERIAL) == "stop"
     assert calls == ["a", "b"]
-    k.ctx.on("test/bail", lambda: False)
-    k.ctx.on("test/bail", lambda: 7)
-    assert k.ctx.bail("test/bail") == 7
+    k.ctx.on(BAIL, lambda: None)
+    k.ctx.on(BAIL, lambda: 7)
+    assert k.ctx.bail(BAIL) == 7
 
 
-async def test_waterfall_order_prepend_and_short_circuit() -> None:
+def wrapper(tag: str, trace: list[str]):  # type: ignore[no-untyped-def]
+    async def listener(payload: list[str], nxt: Next[str]) -> str:
+        trace.append(f"{tag}>")
+        result = await nxt()
+        trace.append(f"<{tag}")
+        return f"{tag}({result})"
+
+    return listener
+
+
+async def test_waterfall_order_constraints_and_short_circuit() -> None:
     k = Kernel()
     trace: list[str] = []
-
-    def mw(tag: str):  # type: ignore[no-untyped-def]
-        async def listener(payload: list[str], nxt):  # type: ignore[no-untyped-def]
-            trace.append(f"{tag}>")
-            result = await nxt()
-            trace.append(f"<{tag}")
-            return f"{tag}({result})"
-
-        return listener
-
-    k.ctx.on("test/waterfall", mw("b"))
-    k.ctx.on("test/waterfall", mw("c"))
-    k.ctx.on("test/waterfall", mw("a"), prepend=True)
-    result = await k.ctx.waterfall("test/waterfall", [], lambda: "default")
+    k.ctx.on(WATERFALL, wrapper("b", trace), name="b")
+    k.ctx.on(WATERFALL, wrapper("c", trace), name="c")
+    k.ctx.on(WATERFALL, wrapper("a", trace), name="a", before=("b",))
+    result = await k.ctx.waterfall(WATERFALL, [], lambda: "default")
     assert result == "a(b(c(default)))"
     assert trace == ["a>", "b>", "c>", "<c", "<b", "<a"]
 
-    async def veto(payload: object, nxt):  # type: ignore[no-untyped-def]
+    async def veto(payload: list[str], nxt: Next[str]) -> str:
         return "vetoed"
 
-    k.ctx.on("test/waterfall", veto, prepend=True)
+    k.ctx.on(WATERFALL, veto, name="veto", before=("a",))
     trace.clear()
-    assert await k.ctx.waterfall("test/waterfall", [], lambda: "default") == "vetoed"
+    assert await k.ctx.waterfall(WATERFALL, [], lambda: "default") == "vetoed"
     assert trace == []
+
+
+async def test_declared_order_wins_over_registration_order() -> None:
+    k = Kernel()
+    trace: list[str] = []
+    k.ctx.on(ORDERED, wrapper("third", trace), name="third")
+    k.ctx.on(ORDERED, wrapper("loose", trace), name="loose")
+    k.ctx.on(ORDERED, wrapper("first", trace), name="first")
+    k.ctx.on(ORDERED, wrapper("late", trace), name="late", after=("third",))
+    k.ctx.on(ORDERED, wrapper("second", trace), name="second")
+    names = [entry.name for entry in k.runtime.bus.listeners(ORDERED)]
+    assert names == ["first", "second", "third", "loose", "late"]
+    assert await k.ctx.waterfall(ORDERED, [], lambda: "x") == "first(second(third(loose(late(x)))))"
+
+
+def test_a_contradictory_order_is_refused_and_changes_nothing() -> None:
+    k = Kernel()
+    trace: list[str] = []
+    k.ctx.on(ORDERED, wrapper("second", trace), name="second")
+    k.ctx.on(ORDERED, wrapper("first", trace), name="first")
+    k.ctx.on(ORDERED, wrapper("x", trace), name="x", after=("second",))
+    with pytest.raises(KernelError) as caught:
+        k.ctx.on(ORDERED, wrapper("y", trace), name="y", before=("first",), after=("x",))
+    assert caught.value.code == "EVENT_ORDER"
+    assert "test/ordered: contradictory listener order" in str(caught.value)
+    assert "first -> second -> x -> y -> first" in str(caught.value)
+    assert [entry.name for entry in k.runtime.bus.listeners(ORDERED)] == ["first", "second", "x"]
+
+
+def test_a_listener_is_named_after_its_plugin_row_by_default() -> None:
+    k = Kernel()
+    k.ctx.on(EMIT, lambda x: None)
+    assert [entry.name for entry in k.runtime.bus.listeners(EMIT)] == [k.ctx.fiber.row_id]
 
 
 async def test_scope_admission_rules() -> None:
@@ -124,22 +158,22 @@ async def test_scope_admission_rules() -> None:
     preset_scope = create_scope(k.ctx, preset)
     agent_scope = create_scope(k.ctx, agent, preset)
     seen: list[str] = []
-    k.ctx.on("test/emit", lambda: seen.append("untagged"))
-    preset_scope.ctx.on("test/emit", lambda: seen.append("preset"))
-    agent_scope.ctx.on("test/emit", lambda: seen.append("agent"))
-    agent_scope.ctx.on("test/emit", lambda: seen.append("global"), global_=True)
+    k.ctx.on(BARE, lambda: seen.append("untagged"))
+    preset_scope.ctx.on(BARE, lambda: seen.append("preset"))
+    agent_scope.ctx.on(BARE, lambda: seen.append("agent"))
+    agent_scope.ctx.on(BARE, lambda: seen.append("global"), global_=True)
 
-    k.ctx.emit("test/emit", scope=None)
+    k.ctx.emit(BARE, scope=None)
     assert seen == ["untagged", "global"]
     seen.clear()
-    k.ctx.emit("test/emit", scope=agent)
+    k.ctx.emit(BARE, scope=agent)
     assert seen == ["untagged", "preset", "agent", "global"]
     seen.clear()
-    k.ctx.emit("test/emit", scope=other)
+    k.ctx.emit(BARE, scope=other)
     assert seen == ["untagged", "global"]
     seen.clear()
     await agent_scope.dispose()
-    k.ctx.emit("test/emit", scope=agent)
+    k.ctx.emit(BARE, scope=agent)
     assert seen == ["untagged"]
 
 

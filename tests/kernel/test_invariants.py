@@ -19,14 +19,15 @@ from typing import Any, NoReturn
 import pytest
 import yaml
 
-from pydsh.kernel import Context, Kernel, define_event, invariants
+from pydsh.kernel import Context, Kernel, invariants
 from pydsh.kernel.compose import Row
+from pydsh.kernel.events import Emit
 from pydsh.kernel.invariants import Config, InvariantError, Invariants
+from pydsh.kernel.keys import INVARIANTS
 from pydsh.testing.fixtures import Violations
 
 REPO = Path(__file__).resolve().parents[2]
-
-define_event("test/checked", "emit")
+CHECKED: Emit[int] = Emit("test/checked")
 
 
 def companion(ctx: Context, fail: Any) -> None:
@@ -36,7 +37,7 @@ def companion(ctx: Context, fail: Any) -> None:
         if value < 0:
             fail(f"negative value {value}")
 
-    ctx.on("test/checked", check)
+    ctx.on(CHECKED, check)
 
 
 def enabled(kernel: Kernel, **config: Any) -> Invariants:
@@ -48,9 +49,9 @@ def enabled(kernel: Kernel, **config: Any) -> Invariants:
 def test_a_violation_in_an_emit_listener_propagates_and_is_recorded() -> None:
     k = Kernel()
     service = enabled(k)
-    k.ctx.emit("test/checked", 1)
+    k.ctx.emit(CHECKED, 1)
     with pytest.raises(InvariantError, match=r"^\[test-package\] negative value -1$") as raised:
-        k.ctx.emit("test/checked", -1)
+        k.ctx.emit(CHECKED, -1)
     assert raised.value.code == "INVARIANT" and raised.value.package_name == "test-package"
     assert service.violations == [raised.value]
     assert invariants.drain() == [raised.value]
@@ -65,10 +66,10 @@ async def test_a_violation_in_an_async_emit_listener_is_recorded() -> None:
             await asyncio.sleep(0)
             fail(f"negative value {value}")
 
-        ctx.on("test/checked", check)
+        ctx.on(CHECKED, check)
 
     Invariants(Config(enabled=True)).register(k.ctx, "test-package", async_companion)
-    k.ctx.emit("test/checked", -1)
+    k.ctx.emit(CHECKED, -1)
     await asyncio.sleep(0.01)
     assert [str(e) for e in invariants.drain()] == ["[test-package] negative value -1"]
 
@@ -81,9 +82,9 @@ def test_other_listener_failures_stay_contained() -> None:
     def broken(value: int) -> NoReturn:
         raise RuntimeError("not a violation")
 
-    k.ctx.on("test/checked", broken)
-    k.ctx.on("test/checked", seen.append)
-    k.ctx.emit("test/checked", 1)
+    k.ctx.on(CHECKED, broken)
+    k.ctx.on(CHECKED, seen.append)
+    k.ctx.emit(CHECKED, 1)
     assert seen == [1] and invariants.drain() == []
 
 
@@ -91,7 +92,7 @@ def test_disabled_or_blocked_companions_install_nothing() -> None:
     for config in (Config(), Config(enabled=True, package_blocklist=["^test-"])):
         k = Kernel()
         Invariants(config).register(k.ctx, "test-package", companion)
-        k.ctx.emit("test/checked", -1)
+        k.ctx.emit(CHECKED, -1)
     assert invariants.drain() == []
 
 
@@ -101,7 +102,7 @@ def test_the_report_file_gets_one_line_per_violation(tmp_path: Path) -> None:
     enabled(k, report=str(report))
     for value in (-1, -2):
         with pytest.raises(InvariantError):
-            k.ctx.emit("test/checked", value)
+            k.ctx.emit(CHECKED, value)
     assert report.read_text().splitlines() == ["[test-package] negative value -1", "[test-package] negative value -2"]
     assert len(invariants.drain()) == 2
 
@@ -109,9 +110,9 @@ def test_the_report_file_gets_one_line_per_violation(tmp_path: Path) -> None:
 async def test_a_host_that_saw_a_violation_fails_to_close() -> None:
     k = Kernel()
     await k.load([Row("invariants", "invariants", {"enabled": True})])
-    k.ctx.require("invariants").register(k.ctx, "test-package", companion)
+    k.ctx.require(INVARIANTS).register(k.ctx, "test-package", companion)
     with pytest.raises(InvariantError):
-        k.ctx.emit("test/checked", -1)
+        k.ctx.emit(CHECKED, -1)
     with pytest.raises(ExceptionGroup) as closing:
         await k.dispose()
     [error] = closing.value.exceptions

@@ -10,6 +10,7 @@ import pytest
 from pydsh.kernel import Kernel, KernelError
 from pydsh.kernel.compose import Row
 from pydsh.kernel.fiber import ACTIVE, FAILED, PENDING, Fiber
+from pydsh.kernel.keys import ServiceKey
 from tests.kernel import sample_plugins
 from tests.kernel.sample_plugins import LOG
 
@@ -78,13 +79,13 @@ async def test_async_effect_forms() -> None:
 
 async def test_duplicate_and_missing_service() -> None:
     k = Kernel()
-    k.ctx.provide("a", 1)
+    k.ctx.provide(ServiceKey("a"), 1)
     with pytest.raises(KernelError) as info:
-        k.ctx.provide("a", 2)
+        k.ctx.provide(ServiceKey("a"), 2)
     assert info.value.code == "DUPLICATE_SERVICE"
-    assert k.ctx.get("b") is None
+    assert k.ctx.get(ServiceKey("b")) is None
     with pytest.raises(KernelError) as info:
-        k.ctx.require("b")
+        k.ctx.require(ServiceKey("b"))
     assert info.value.code == "MISSING_SERVICE"
 
 
@@ -105,7 +106,7 @@ async def test_dependents_unload_when_service_goes_and_reload_when_replaced() ->
     assert LOG == ["provider:down", "consumer:down"]
     assert consumer.state == PENDING
     LOG.clear()
-    k.ctx.provide("echo", "again")
+    k.ctx.provide(ServiceKey("echo"), "again")
     await k.loader.settle()
     assert LOG == ["consumer:again"]
     assert consumer.state == ACTIVE
@@ -117,8 +118,8 @@ async def test_failed_start_rolls_back_and_spares_other_rows() -> None:
     boom = next(f for f in k.fiber.children if f.row_id == "boom")
     assert boom.state == FAILED
     assert "exploding:rollback" in LOG
-    assert k.ctx.get("half") is None
-    assert k.ctx.get("echo") == "hi"
+    assert k.ctx.get(ServiceKey("half")) is None
+    assert k.ctx.get(ServiceKey("echo")) == "hi"
 
 
 async def test_unknown_plugin_and_invalid_config_fail_their_row_only() -> None:
@@ -139,7 +140,7 @@ async def test_unknown_plugin_and_invalid_config_fail_their_row_only() -> None:
     assert 'row "bad"' in str(err) and "typo" in str(err)
     assert states["counter"].state == ACTIVE
     assert LOG == ["counter:init", "counter:start"]
-    assert isinstance(k.ctx.require("counter"), sample_plugins.Counter)
+    assert isinstance(k.ctx.require(ServiceKey("counter")), sample_plugins.Counter)
 
 
 async def test_config_coercion_from_interpolated_strings() -> None:
@@ -159,7 +160,7 @@ async def test_group_isolate_gives_each_group_its_own_realm() -> None:
     )
     await k.load([group("g1"), group("g2")])
     assert sorted(LOG) == sorted(["provider:g1", "consumer:g1", "provider:g2", "consumer:g2"])
-    assert k.ctx.get("echo") is None
+    assert k.ctx.get(ServiceKey("echo")) is None
 
 
 async def test_unload_unwinds_children_in_reverse_creation_order() -> None:
@@ -177,7 +178,7 @@ async def test_plugin_module_raising_on_import_fails_only_its_row() -> None:
     assert broken.state == FAILED
     assert isinstance(broken.error, KernelError) and broken.error.code == "PLUGIN_NOT_FOUND"
     assert "RuntimeError: this plugin cannot be imported" in str(broken.error)
-    assert k.ctx.get("echo") == "hi"
+    assert k.ctx.get(ServiceKey("echo")) == "hi"
 
 
 async def test_isolate_labels_share_a_realm_and_unlabelled_ones_do_not() -> None:
@@ -185,10 +186,10 @@ async def test_isolate_labels_share_a_realm_and_unlabelled_ones_do_not() -> None
     a = k.ctx.isolate("svc", "shared")
     b = k.ctx.isolate("svc", "shared")
     c = k.ctx.isolate("svc")
-    a.provide("svc", 1)
-    assert b.get("svc") == 1
-    assert c.get("svc") is None
-    assert k.ctx.get("svc") is None
+    a.provide(ServiceKey("svc"), 1)
+    assert b.get(ServiceKey("svc")) == 1
+    assert c.get(ServiceKey("svc")) is None
+    assert k.ctx.get(ServiceKey("svc")) is None
 
 
 async def test_a_plugin_calling_sys_exit_fails_only_its_row(caplog: pytest.LogCaptureFixture) -> None:
@@ -199,7 +200,7 @@ async def test_a_plugin_calling_sys_exit_fails_only_its_row(caplog: pytest.LogCa
     assert states["exits"].state == FAILED and states["quits"].state == FAILED
     assert "SystemExit: called sys.exit(7)" in str(states["exits"].error)
     assert str(states["quits"].error) == "SystemExit: called sys.exit(3)" and "exiting:rollback" in LOG
-    assert k.ctx.get("echo") == "hi"
+    assert k.ctx.get(ServiceKey("echo")) == "hi"
     failed = [r.getMessage() for r in caplog.records if r.name == "pydsh.kernel"]
     assert failed == [
         'plugin row "exits" (tests.kernel.exiting_plugin) failed: KernelError: PLUGIN_NOT_FOUND: '
@@ -212,7 +213,7 @@ async def test_a_stray_cancelled_error_fails_its_row_but_a_real_cancellation_pro
     k = Kernel()
     await k.load([row("stray", "stray_cancel"), row("provider", "provider")])
     stray = next(f for f in k.fiber.children if f.row_id == "stray")
-    assert stray.state == FAILED and k.ctx.get("echo") == "hi"
+    assert stray.state == FAILED and k.ctx.get(ServiceKey("echo")) == "hi"
     with pytest.raises(asyncio.CancelledError):
         await Kernel().load([row("cancelled", "cancels_its_loader")])
 
@@ -221,3 +222,13 @@ async def test_a_stray_cancelled_error_fails_its_row_but_a_real_cancellation_pro
 def test_ctrl_c_while_a_plugin_imports_or_starts_still_stops_the_load(target: str) -> None:
     with pytest.raises(KeyboardInterrupt):
         asyncio.run(Kernel().load([Row(id="interrupted", name=target)]))
+
+
+async def test_a_plugin_naming_a_dependency_by_string_fails_its_row_saying_so() -> None:
+    k = Kernel()
+    await k.load([row("provider", "provider"), row("stringly", "stringly")])
+    (failure,) = k.loader.failures
+    assert failure.row_id == "stringly"
+    assert isinstance(failure.error, KernelError) and failure.error.code == "COMPOSITION_INVALID"
+    assert "inject and optional list service keys (pydsh.plugin.ServiceKey), not 'echo'" in str(failure.error)
+    assert k.ctx.get(ServiceKey("echo")) == "hi"

@@ -7,6 +7,7 @@ import pytest
 from pydsh.kernel import Kernel
 from pydsh.kernel.context import SERVICE_PROVIDED
 from pydsh.kernel.errors import KernelError
+from pydsh.kernel.keys import ServiceKey
 
 
 async def test_owners_follow_provide_and_a_raising_listener_fails_the_provider() -> None:
@@ -14,7 +15,7 @@ async def test_owners_follow_provide_and_a_raising_listener_fails_the_provider()
     ctx = kernel.ctx
     seen: list[tuple[str, object]] = []
     ctx.on(SERVICE_PROVIDED, lambda name, realm, fiber: seen.append((name, fiber)))
-    dispose = ctx.provide("thing", object())
+    dispose = ctx.provide(ServiceKey("thing"), object())
     root = kernel.runtime.root_realm
     assert root.owners["thing"] is kernel.fiber
     assert seen == [("thing", kernel.fiber)]
@@ -26,5 +27,5 @@ async def test_owners_follow_provide_and_a_raising_listener_fails_the_provider()
 
     ctx.on(SERVICE_PROVIDED, refuse)
     with pytest.raises(KernelError, match="other"):
-        ctx.provide("other", object())
+        ctx.provide(ServiceKey("other"), object())
     await kernel.dispose()

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Row
 from pydsh.llm.deepseek import Config, DeepSeekAdapter, messages_url
+from pydsh.llm.keys import LLM
 from pydsh.llm.types import LlmError
 from pydsh.testing.mock_model_server import MockModelServer
 
@@ -566,7 +567,7 @@ async def test_plugin_uses_deepseek_base_url_and_imports_httpx_lazily(monkeypatc
         monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
         k = Kernel()
         await k.load([Row(id="llm", name="llm"), Row(id="llm-deepseek", name="llm-deepseek")])
-        llm = k.ctx.require("llm")
+        llm = k.ctx.require(LLM)
         prepared = await llm.prepare_call({"provider": "deepseek-official", "model": MODEL})
         assert prepared.config == {
             "provider": "deepseek-official",

@@ -11,6 +11,7 @@ import pytest
 
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Row
+from pydsh.llm.keys import LLM
 from pydsh.llm.openai_compat import ChatTranslator, OpenAICompatAdapter, ProviderConfig, map_usage, shipped_providers
 from pydsh.llm.types import LlmError
 from pydsh.testing.mock_model_server import MockModelServer
@@ -286,7 +287,7 @@ async def test_plugin_registers_configured_routes_with_model_info() -> None:
         ]
     }
     await k.load([Row(id="llm", name="llm"), Row(id="llm-openai-compat", name="llm-openai-compat", config=config)])
-    llm = k.ctx.require("llm")
+    llm = k.ctx.require(LLM)
     assert [p["id"] for p in llm.list_providers()] == ["vllm"]
     prepared = await llm.prepare_call({"provider": "vllm", "model": "qwen"})
     assert prepared.config == {"provider": "vllm", "model": "qwen", "reasoningEffort": "low"}

@@ -13,6 +13,7 @@ import pytest
 from pydsh.kernel import Kernel, KernelError
 from pydsh.kernel.cancel import AbortController
 from pydsh.kernel.compose import Row
+from pydsh.llm.keys import LLM, LLM_REPLAY
 from pydsh.llm.scripted import ReplayAdapter, ScriptedAdapter, compile_entry, fill_from_request, load_cassette
 from pydsh.llm.service import LlmService
 from pydsh.llm.stream_records import BlockAssembler, expand_assistant_stream
@@ -434,7 +435,7 @@ async def test_plugin_registers_catalog_routes_with_plain_header_config() -> Non
         ],
     }
     k = await load(config)
-    llm = k.ctx.require("llm")
+    llm = k.ctx.require(LLM)
     prepared = await llm.prepare_call({"provider": "deepseek-official", "model": "deepseek-v4-flash"})
     assert prepared.config == {"provider": "deepseek-official", "model": "deepseek-v4-flash"}
     assert prepared.adapter_defaults == {}
@@ -447,7 +448,7 @@ async def test_plugin_registers_catalog_routes_with_plain_header_config() -> Non
     }
     out = await collect(prepared.stream({**prepared.config, "messages": [], "sessionId": "s"}))
     assert out[-1] == {"type": "finish", "reason": {"kind": "stop"}}
-    k.ctx.require("llm_replay").assert_consumed()
+    k.ctx.require(LLM_REPLAY).assert_consumed()
     await k.dispose()
     assert not llm.has_adapter("deepseek-official")
 
@@ -455,7 +456,7 @@ async def test_plugin_registers_catalog_routes_with_plain_header_config() -> Non
 async def test_plugin_without_catalog_serves_every_route_through_llm_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSH_SNAPSHOT_FILE", str(GOLDEN))
     k = await load({})
-    llm = k.ctx.require("llm")
+    llm = k.ctx.require(LLM)
     with pytest.raises(LlmError) as info:
         await llm.prepare_call({"provider": "deepseek-official", "model": "deepseek-v4-flash"})
     assert info.value.code == "NO_ADAPTER"

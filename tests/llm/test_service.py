@@ -11,6 +11,8 @@ import pytest
 from pydsh.kernel import Kernel
 from pydsh.kernel.cancel import AbortController
 from pydsh.kernel.compose import Row
+from pydsh.llm.hooks import ADAPTERS_UPDATED, LLM_STREAM
+from pydsh.llm.keys import LLM
 from pydsh.llm.service import LlmService
 from pydsh.llm.types import LlmError, ModelInfo
 
@@ -72,7 +74,7 @@ TEXT = [
 async def test_duplicate_route_fails_with_exact_text_and_disposer_unregisters() -> None:
     k, svc = service()
     updates: list[Any] = []
-    k.ctx.on("llm/adapters-updated", updates.append)
+    k.ctx.on(ADAPTERS_UPDATED, updates.append)
     d = svc.register_adapter(k.ctx, ["a", "b"], FakeAdapter())
     with pytest.raises(LlmError) as info:
         svc.register_adapter(k.ctx, ["b"], FakeAdapter())
@@ -86,7 +88,7 @@ async def test_duplicate_route_fails_with_exact_text_and_disposer_unregisters() 
 
 async def test_registration_unwinds_with_the_registering_fiber() -> None:
     k, svc = service()
-    k.ctx.provide("llm", svc)
+    k.ctx.provide(LLM, svc)
     rows = [Row(id="reg", name="tests.llm.test_service:register_plugin")]
     await k.load(rows)
     assert svc.has_adapter("plug")
@@ -96,10 +98,10 @@ async def test_registration_unwinds_with_the_registering_fiber() -> None:
 
 
 class register_plugin:
-    inject = ("llm",)
+    inject = (LLM,)
 
     def __init__(self, ctx: Any, config: Any) -> None:
-        ctx.llm.register_adapter(ctx, ["plug"], FakeAdapter())
+        ctx.require(LLM).register_adapter(ctx, ["plug"], FakeAdapter())
 
 
 async def test_unknown_route_is_no_adapter() -> None:
@@ -251,7 +253,7 @@ async def test_llm_stream_listener_serves_and_wraps_routes() -> None:
 
         return served()
 
-    k.ctx.on("llm/stream", listener)
+    k.ctx.on(LLM_STREAM, listener)
     routed = await collect(svc.stream({"provider": "p", "model": "m", "messages": []}))
     served = await collect(svc.stream({"provider": "elsewhere", "model": "m", "messages": []}))
     assert routed == served
@@ -279,7 +281,7 @@ async def test_replay_state_is_gated_per_adapter_instance() -> None:
 async def test_llm_plugin_provides_the_service() -> None:
     k = Kernel()
     await k.load([Row(id="llm", name="llm")])
-    assert isinstance(k.ctx.get("llm"), LlmService)
+    assert isinstance(k.ctx.get(LLM), LlmService)
 
 
 class Listing(FakeAdapter):

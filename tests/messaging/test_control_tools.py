@@ -10,13 +10,17 @@ from typing import Any
 
 import pytest
 
-from pydsh.agent.agent import AgentOptions
 from pydsh.agent.registry import CreateAgentOptions
+from pydsh.contract.agent import AgentOptions
+from pydsh.contract.tools import TOOLS, ToolDefinition
 from pydsh.session.errors import SessionLogError
 from pydsh.session.events import build_event, make_header
+from pydsh.session.hooks import SESSION_CREATED
+from pydsh.session.keys import SESSION_QUERY, SESSIONS
 from pydsh.session.log import Session
+from pydsh.subagents.hooks import SUBAGENT_START
+from pydsh.subagents.keys import SUBAGENTS
 from pydsh.subagents.names import CATALOG
-from pydsh.tools.registry import ToolDefinition
 from tests.agent.harness import Host, start_host
 from tests.subagents.helpers import bind_in_creation_order, calls, deleg, of_type, quiesce, result_texts, results, tool
 
@@ -38,7 +42,7 @@ def add_wait_tool(host: Host, predicate: Any) -> None:
             await asyncio.sleep(0.01)
         return "timed out"
 
-    host.kernel.ctx.require("tools").register(
+    host.kernel.ctx.require(TOOLS).register(
         host.kernel.ctx, ToolDefinition("wait_until", "waits", {"type": "object", "properties": {}}, body)
     )
 
@@ -52,7 +56,7 @@ def snapshot_sections(session: Session) -> list[dict[str, str]]:
 
 def created_children(host: Host) -> list[Session]:
     found: list[Session] = []
-    host.kernel.ctx.on("session/created", lambda s: found.append(s) if s.header.get("parentSession") else None)
+    host.kernel.ctx.on(SESSION_CREATED, lambda s: found.append(s) if s.header.get("parentSession") else None)
     return found
 
 
@@ -71,8 +75,8 @@ async def test_parent_messages_a_settled_child_which_starts_a_new_turn(tmp_path:
         await quiesce(host)
         assert result_texts(root.session)[1] == "message delivered to agent agent-1"
         assert "messageId" in results(root.session)[1]["meta"]
-        child = host.kernel.ctx.require("sessions").get(children[0].id) or children[0]
-        store = host.kernel.ctx.require("session_query")
+        child = host.kernel.ctx.require(SESSIONS).get(children[0].id) or children[0]
+        store = host.kernel.ctx.require(SESSION_QUERY)
         events = (await store.read_session(children[0].id))["events"]
         splices = [e for e in events if e["type"] == "agent/inbox/spliced" and e["data"]["target"] == "next-step"]
         framed = splices[0]["data"]["inserted"][0]
@@ -139,7 +143,7 @@ async def test_tree_names_listing_authorization_and_interrupt(tmp_path: Path) ->
         {"text": "r3"},
     ]
     host = await start_host([root_script, reviewer_script, [hang]], patches=(DEPTH2,))
-    service_ref["service"] = host.kernel.ctx.require("subagents")
+    service_ref["service"] = host.kernel.ctx.require(SUBAGENTS)
     add_wait_tool(host, checker_running)
     children = created_children(host)
     root = (await host.create(tmp_path)).agent
@@ -264,14 +268,14 @@ async def test_restart_then_send_message_cold_resumes_the_child(tmp_path: Path) 
         ]
     )
     starts: list[Any] = []
-    again.kernel.ctx.on("subagent/start", starts.append)
+    again.kernel.ctx.on(SUBAGENT_START, starts.append)
     try:
         handle = await again.agents.resume(root_id)
         root = handle.agent
         await again.run(root, "continue")
         await quiesce(again)
         assert result_texts(root.session)[-1] == "message delivered to agent agent-1"
-        events = (await again.kernel.ctx.require("session_query").read_session(child_id))["events"]
+        events = (await again.kernel.ctx.require(SESSION_QUERY).read_session(child_id))["events"]
         assert sum(e["type"] == "subagent/descriptor" for e in events) == 1
         assert sum(e["type"] == "subagent/catalog" for e in root.session.events) == 1
         headers = [e["data"] for e in events if e["type"] == "request/header"]

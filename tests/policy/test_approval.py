@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from pydsh.contract.tools import TOOL_PRE_EXECUTE, ToolExec
 from pydsh.kernel import AbortController
 from pydsh.policy.approval import Approval, ApprovalRequest
-from pydsh.tools.registry import ToolExec
+from pydsh.policy.keys import APPROVAL
 from tests.tools.harness import FS, POLICY, Harness, harness, text_of
 
 
@@ -22,7 +23,7 @@ async def h(tmp_path: Path) -> Any:
 
 
 def approval(h: Harness) -> Approval:
-    service: Approval = h.kernel.ctx.require("approval")
+    service: Approval = h.kernel.ctx.require(APPROVAL)
     return service
 
 
@@ -111,7 +112,7 @@ async def test_pre_execute_ask_lets_exactly_the_allowed_call_through(h: Harness,
         return await next()
 
     answers = iter(["allowed-once", "rejected", "cancelled"])
-    h.kernel.ctx.on("tools/pre-execute", ask_for_writes)
+    h.kernel.ctx.on(TOOL_PRE_EXECUTE, ask_for_writes)
     approval(h).add_answerer(h.agent.ctx, lambda r: next(answers))
     assert not (await h.call("write", {"file_path": "a.txt", "content": "1"})).is_error
     rejected = await h.call("write", {"file_path": "b.txt", "content": "2"})

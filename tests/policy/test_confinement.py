@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from pydsh.contract.tools import ToolOutcome
+from pydsh.policy.keys import APPROVAL
 from pydsh.policy.sandbox import Bwrap
-from pydsh.tools.registry import ToolOutcome
 from tests.tools.harness import POLICY, Harness, harness, text_of
 
 MARKER = "[sandbox: file access denied under {mode} mode]"
@@ -123,7 +124,7 @@ async def test_escalation(base: Path) -> None:
         missing = await h.call("bash", bash("true", sandbox_permissions="danger-full-access"))
         assert text_of(missing) == "Error: invalid escalation: sandbox_permissions requires a justification"
         answers = iter(["rejected", "allowed-once"])
-        h.kernel.ctx.require("approval").add_answerer(h.agent.ctx, lambda r: next(answers))
+        h.kernel.ctx.require(APPROVAL).add_answerer(h.agent.ctx, lambda r: next(answers))
         rejected = await h.call("bash", request)
         assert text_of(rejected) == (
             'Error: the user rejected escalating this command to "danger-full-access"; it stays denied, '

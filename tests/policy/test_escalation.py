@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pydsh.policy.approval import ApprovalRequest
+from pydsh.policy.keys import APPROVAL
 from tests.tools.harness import FS, POLICY, Harness, harness, text_of
 
 DENIED = (
@@ -67,7 +68,7 @@ async def test_allowed_once_covers_exactly_one_call(h: Harness, outside: Path) -
         seen.append(request)
         return "allowed-once"
 
-    h.kernel.ctx.require("approval").add_answerer(h.agent.ctx, allow)
+    h.kernel.ctx.require(APPROVAL).add_answerer(h.agent.ctx, allow)
     target = outside / "f.txt"
     assert not (await h.call("write", escalated(target))).is_error
     assert target.read_text() == "x"
@@ -92,7 +93,7 @@ async def test_allowed_once_covers_exactly_one_call(h: Harness, outside: Path) -
     ],
 )
 async def test_answer_outcomes(h: Harness, outside: Path, outcome: str, message: str) -> None:
-    h.kernel.ctx.require("approval").add_answerer(h.agent.ctx, lambda request: outcome)
+    h.kernel.ctx.require(APPROVAL).add_answerer(h.agent.ctx, lambda request: outcome)
     result = await h.call("write", escalated(outside / "f.txt"))
     assert text_of(result) == f"Error: {message}"
     assert not (outside / "f.txt").exists()
@@ -148,7 +149,7 @@ async def test_not_strictly_wider(tmp_path: Path) -> None:
 async def test_edit_escalates_too(h: Harness, outside: Path) -> None:
     target = outside / "e.txt"
     target.write_text("old")
-    h.kernel.ctx.require("approval").add_answerer(h.agent.ctx, lambda request: "allowed-once")
+    h.kernel.ctx.require(APPROVAL).add_answerer(h.agent.ctx, lambda request: "allowed-once")
     await h.call("read", {"file_path": str(target)})
     args = {
         "file_path": str(target),
@@ -165,7 +166,7 @@ async def test_never_policy_rejects_without_answerers(tmp_path: Path, outside: P
     world = await harness(tmp_path, FS + POLICY, startup=True)
     try:
         asked: list[ApprovalRequest] = []
-        world.kernel.ctx.require("approval").add_answerer(world.agent.ctx, lambda r: asked.append(r) or "allowed-once")
+        world.kernel.ctx.require(APPROVAL).add_answerer(world.agent.ctx, lambda r: asked.append(r) or "allowed-once")
         world.session.append("approval/policy", {"policy": "never"})
         outcome = await world.call("write", escalated(outside / "f.txt"))
         assert "the user rejected escalating this operation" in text_of(outcome)

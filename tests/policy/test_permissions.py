@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.hooks import AGENT_CREATED
+from pydsh.agent.keys import SYSTEM_PROMPT
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import SHIPPED, interpolate, read_yaml_file
+from pydsh.policy.keys import PERMISSIONS
 from pydsh.policy.permissions import Permissions
 from pydsh.session.events import make_header
 from tests.tools.harness import BASE, FS, POLICY, Harness, harness, rows_of
@@ -64,7 +67,7 @@ async def test_invalid_mode_fails_start_up_naming_the_variable(monkeypatch: pyte
         assert failed.row_id == "permission"
         assert "DSH_PERMISSION_MODE" in str(failed.error)
         assert '"yolo"' in str(failed.error)
-        assert kernel.ctx.get("permissions") is None
+        assert kernel.ctx.get(PERMISSIONS) is None
     finally:
         await kernel.dispose()
 
@@ -79,7 +82,7 @@ async def test_invalid_mode_fails_start_up_naming_the_variable(monkeypatch: pyte
 async def test_no_start_events_for_resume_or_children(tmp_path: Path, source: str, header: dict[str, Any]) -> None:
     h = await harness(tmp_path, POLICY, open_turn=False, header=make_header("c-1", 1, cwd=str(tmp_path), **header))
     try:
-        await h.kernel.ctx.serial("agent/created", {"agent": h.agent, "source": source, "signal": None}, scope=h.agent)
+        await h.kernel.ctx.serial(AGENT_CREATED, {"agent": h.agent, "source": source, "signal": None}, scope=h.agent)
         assert h.events() == []
     finally:
         await h.close()
@@ -89,9 +92,7 @@ async def test_existing_policy_events_are_not_repeated(tmp_path: Path) -> None:
     h = await harness(tmp_path, POLICY, open_turn=False)
     try:
         h.session.append("sandbox/mode", {"mode": "read-only", "source": "delegation"})
-        await h.kernel.ctx.serial(
-            "agent/created", {"agent": h.agent, "source": "startup", "signal": None}, scope=h.agent
-        )
+        await h.kernel.ctx.serial(AGENT_CREATED, {"agent": h.agent, "source": "startup", "signal": None}, scope=h.agent)
         assert len(h.events()) == 1
     finally:
         await h.close()
@@ -100,7 +101,7 @@ async def test_existing_policy_events_are_not_repeated(tmp_path: Path) -> None:
 async def test_switching_presets(tmp_path: Path) -> None:
     h = await harness(tmp_path, POLICY, startup=True, open_turn=False)
     try:
-        permissions: Permissions = h.kernel.ctx.require("permissions")
+        permissions: Permissions = h.kernel.ctx.require(PERMISSIONS)
         permissions.set_permission_preset(h.agent, "workspace-write")  # type: ignore[arg-type]
         assert len(h.events()) == 3
         permissions.set_permission_preset(h.agent, "read-only")  # type: ignore[arg-type]
@@ -132,7 +133,7 @@ async def test_switching_presets(tmp_path: Path) -> None:
 async def test_runtime_context_sections(tmp_path: Path) -> None:
     h = await harness(tmp_path, FS + POLICY, startup=True)
     try:
-        system_prompt = h.kernel.ctx.require("system_prompt")
+        system_prompt = h.kernel.ctx.require(SYSTEM_PROMPT)
 
         async def sections() -> list[dict[str, str]]:
             contexts: list[dict[str, str]] = system_prompt.render_contexts(await system_prompt.assemble(agent=h.agent))

@@ -24,8 +24,8 @@ import deepseek_harness.client as published_client
 import pytest
 
 import pydsh.sdk.client as our_client
-from pydsh.sdk.framing import decode_line
 from pydsh.testing.mock_model_server import MockModelServer
+from pydsh.wire.framing import decode_line
 
 REPO = Path(__file__).resolve().parents[2]
 PYDSH = str(Path(sys.executable).parent / "pydsh")

@@ -7,10 +7,13 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+from pydsh.agent.keys import AGENTS
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolExec
 from pydsh.kernel.context import Context
+from pydsh.llm.hooks import LLM_STREAM
 from pydsh.session.events import Event
+from pydsh.session.hooks import SESSION_EVENT
 from pydsh.session.log import Session
-from pydsh.tools.registry import ToolDefinition, ToolExec
 
 
 def printer(ctx: Context, config: None) -> None:
@@ -20,7 +23,7 @@ def printer(ctx: Context, config: None) -> None:
         if event["type"] == "turn/start":
             print("x")
 
-    ctx.on("session/event", on_event)
+    ctx.on(SESSION_EVENT, on_event)
 
 
 def disposer(ctx: Context, config: None) -> None:
@@ -35,10 +38,10 @@ def disposer(ctx: Context, config: None) -> None:
             task.add_done_callback(tasks.discard)
 
     async def dispose(session_id: str) -> None:
-        await ctx.require("agents").handle(session_id).dispose()
+        await ctx.require(AGENTS).handle(session_id).dispose()
         print(f"disposed {session_id}", file=sys.stderr, flush=True)
 
-    ctx.on("session/event", on_event)
+    ctx.on(SESSION_EVENT, on_event)
 
 
 def stubborn_tool(ctx: Context, config: None) -> None:
@@ -53,10 +56,10 @@ def stubborn_tool(ctx: Context, config: None) -> None:
                 continue
 
     schema = {"type": "object", "properties": {}}
-    ctx.require("tools").register(ctx, ToolDefinition("stubborn", "Never returns.", schema, stubborn))
+    ctx.require(TOOLS).register(ctx, ToolDefinition("stubborn", "Never returns.", schema, stubborn))
 
 
-stubborn_tool.inject = ("tools",)  # type: ignore[attr-defined]
+stubborn_tool.inject = (TOOLS,)  # type: ignore[attr-defined]
 
 
 STREAM_DELTAS = 100_000
@@ -70,7 +73,7 @@ def streaming_model(ctx: Context, config: None) -> None:
     async def serve(options: dict[str, Any], nxt: Any) -> AsyncIterator[dict[str, Any]]:
         return long_reply()
 
-    ctx.on("llm/stream", serve)
+    ctx.on(LLM_STREAM, serve)
 
 
 async def long_reply() -> AsyncIterator[dict[str, Any]]:

@@ -10,22 +10,20 @@ from pydantic import ValidationError
 
 from pydsh.kernel.errors import KernelError
 from pydsh.kernel.plugin import resolve_plugin, validate_config
-from pydsh.sdk.framing import MAX_DEPTH, FrameError, LineSplitter, decode_line, encode_frame, parse_frame
-from pydsh.sdk.protocol import (
+from pydsh.wire.framing import MAX_DEPTH, FrameError, LineSplitter, decode_line, encode_frame, parse_frame
+from pydsh.wire.protocol import (
     InitializeParams,
-    InitializeResult,
     PromptParams,
-    PromptResult,
     ResumeParams,
     SetWorkingDirectoryParams,
     WaitParams,
     WireError,
     WorkingDirectoryParams,
-    WorkingDirectoryResult,
     echo_id,
     is_request_id,
     safe_positive_int,
 )
+from pydsh.wire.results import InitializeResult, PromptResult, WorkingDirectoryResult
 
 BASE = {"cwd": "/ws", "provider": "deepseek-official", "model": "deepseek-v4-flash"}
 

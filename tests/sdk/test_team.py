@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from pydsh.sdk.protocol import InitializeParams
+from pydsh.wire.protocol import InitializeParams
 from tests.sdk.conftest import REPO, Raw, ThreadedMock
 
 TEAMS = [{"id": "agent-teams", "disabled": False}, {"id": "tool-agent-team", "disabled": False}]

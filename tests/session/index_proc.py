@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Row
+from pydsh.session.keys import SESSION_INDEX
 
 
 async def listing(root: Path, index: Path) -> None:
@@ -22,7 +23,7 @@ async def listing(root: Path, index: Path) -> None:
             Row(id="index", name="session-index", config={"path": str(index), "busyTimeoutMs": 10000}),
         ]
     )
-    service = kernel.ctx.require("session_index")
+    service = kernel.ctx.require(SESSION_INDEX)
     await service.settled()
     entries, _more = await service.page(1000)
     print(json.dumps({e.id: [e.fold.title_text(), e.fold.turns] for e in entries}), flush=True)

@@ -20,6 +20,7 @@ from pydsh.kernel.compose import Row
 from pydsh.session import index as index_module
 from pydsh.session.events import Event, make_header
 from pydsh.session.index import SessionIndex, fold_log, title_fold
+from pydsh.session.keys import SESSION_INDEX, SESSION_PERSISTENCE, SESSION_QUERY, SESSIONS
 from pydsh.session.log import Session, SessionStore
 from pydsh.session.persistence.jsonl import JsonlPersistence
 from pydsh.session.summary import SummaryFold
@@ -109,7 +110,7 @@ async def load(tmp_path: Path, **index_config: Any) -> Kernel:
 
 
 def index_of(kernel: Kernel) -> SessionIndex:
-    index: SessionIndex = kernel.ctx.require("session_index")
+    index: SessionIndex = kernel.ctx.require(SESSION_INDEX)
     return index
 
 
@@ -193,15 +194,15 @@ async def test_a_first_listing_of_titles_folds_no_log(tmp_path: Path, monkeypatc
     monkeypatch.setattr(index_module, "fold_log", no_fold)
     monkeypatch.setattr(SessionIndex, "_fold_in_background", lambda self: None)
     kernel = await load(tmp_path)
-    snapshots = await kernel.ctx.require("session_query").read_title_snapshots(["s0", "s1", "s2"])
+    snapshots = await kernel.ctx.require(SESSION_QUERY).read_title_snapshots(["s0", "s1", "s2"])
     assert [s["title"]["title"] for s in snapshots] == ["task 0 here", "task 1 here", "task 2 here"]
     await kernel.dispose()
 
 
 async def test_rows_of_this_process_s_writes_need_no_log_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = await load(tmp_path)
-    sessions = kernel.ctx.require("sessions")
-    persistence = kernel.ctx.require("session_persistence")
+    sessions = kernel.ctx.require(SESSIONS)
+    persistence = kernel.ctx.require(SESSION_PERSISTENCE)
     for sid in ("a", "b"):
         session = sessions.new(make_header(sid, 1, cwd="/w"))
         handle = await persistence.create(session.header)
@@ -217,7 +218,7 @@ async def test_rows_of_this_process_s_writes_need_no_log_read(tmp_path: Path, mo
     monkeypatch.setattr(index_module, "read_head", no_read)
     kernel = await load(tmp_path)
     assert await listed(kernel) == {"b": ("task of b here", 1, 160), "a": ("task of a here", 1, 160)}
-    query = kernel.ctx.require("session_query")
+    query = kernel.ctx.require(SESSION_QUERY)
     assert [r["header"]["id"] for r in await query.list_sessions()] == ["a", "b"]
     snapshots = await query.read_title_snapshots(["a", "b"])
     assert [s["title"]["title"] for s in snapshots] == ["task of a here", "task of b here"]
@@ -233,7 +234,7 @@ async def test_logs_written_without_the_index_are_found_and_refolded(tmp_path: P
     await append_elsewhere(root, "old", ["more work"], title="Old, renamed")
     await elsewhere(root, "member", ["delegated"], origin="subagent", parent_session="old", delegation_depth=1)
     assert await listed(kernel) == {"old": ("Old, renamed", 2, 320), "new": ("a new task", 1, 160)}
-    query = kernel.ctx.require("session_query")
+    query = kernel.ctx.require(SESSION_QUERY)
     assert (await query.read_title("old"))["source"] == {"kind": "user"}
     assert {r["header"]["id"] for r in await query.list_sessions()} == {"old", "new", "member"}
     (root / "--w--" / "new" / "session.v4.jsonl").unlink()
@@ -262,7 +263,7 @@ async def test_titles_are_those_the_logs_give(tmp_path: Path) -> None:
     await elsewhere(root, "zstd", ["compressed prompt"], compression="zstd")
     await append_elsewhere(root, "zstd", ["then this"], title="Pinned")
     kernel = await load(tmp_path)
-    query = kernel.ctx.require("session_query")
+    query = kernel.ctx.require(SESSION_QUERY)
     indexed = await query.read_title_snapshots(["plain", "zstd", "missing"])
     for snapshot in indexed[:2]:
         session = await query.read(snapshot["id"])

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pydsh.session.keys import SESSION_PROJECTIONS
 from pydsh.session.projections import SessionProjections, Wire
 from tests.agent.harness import start_host
 
@@ -37,7 +38,7 @@ class CountUnit:
 async def _host_and_agent(tmp_path: Path) -> tuple[Any, Any, SessionProjections]:
     host = await start_host([{"text": "a"}, {"text": "b"}])
     handle = await host.create(tmp_path)
-    return host, handle.agent, host.kernel.ctx.require("session_projections")
+    return host, handle.agent, host.kernel.ctx.require(SESSION_PROJECTIONS)
 
 
 async def test_register_counts_registrants_and_rejects_other_versions(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pydsh.host import Host
+from pydsh.host.keys import APP
 from pydsh.kernel.compose import resolve_rows
 from pydsh.session.errors import SessionReadOnlyError
 from pydsh.testing import scripted_patch
@@ -99,10 +100,10 @@ async def test_headless_run_whose_log_cannot_be_written_ends_with_one_line_exit_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     comp = compose(["base", "agent-tools", "headless-app"], [scripted_patch([{"text": "never"}])])
-    host = await Host.of_rows("headless", resolve_rows(comp.rows)).start(service="app")
+    host = await Host.of_rows("headless", resolve_rows(comp.rows)).start(service=APP)
     try:
         Faults(monkeypatch).failing = {"fsync": errno.ENOSPC}
-        code = await host.ctx.require("app").run(host, ["go", "--session", "s1", "--cwd", str(tmp_path)])
+        code = await host.ctx.require(APP).run(host, ["go", "--session", "s1", "--cwd", str(tmp_path)])
     finally:
         monkeypatch.undo()
         await host.close()

@@ -12,6 +12,7 @@ from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Row
 from pydsh.session.errors import SessionPersistenceNotFoundError, SessionTitleInvalidError
 from pydsh.session.events import make_header
+from pydsh.session.keys import SESSION_PERSISTENCE, SESSION_QUERY, SESSION_TITLE, SESSIONS
 from pydsh.session.title import TITLE, Config, TitleService, clean, fallback_title
 
 
@@ -59,8 +60,8 @@ async def host(tmp_path: Path) -> Kernel:
 
 async def test_fallback_title_lands_after_commit_and_user_title_pins(tmp_path: Path) -> None:
     kernel = await host(tmp_path)
-    sessions = kernel.ctx.require("sessions")
-    titles = kernel.ctx.require("session_title")
+    sessions = kernel.ctx.require(SESSIONS)
+    titles = kernel.ctx.require(SESSION_TITLE)
     session = sessions.new(make_header("s1", 1))
     session.append("user/message", prompt("note", kind="runtime-context"), surface_op="append")
     session.append("user/message", prompt("Summarise the quarterly numbers for me please"), surface_op="append")
@@ -80,9 +81,9 @@ async def test_fallback_title_lands_after_commit_and_user_title_pins(tmp_path: P
 
 async def test_query_lists_newest_first_and_reads_repaired_logs(tmp_path: Path) -> None:
     kernel = await host(tmp_path)
-    sessions = kernel.ctx.require("sessions")
-    persistence = kernel.ctx.require("session_persistence")
-    query = kernel.ctx.require("session_query")
+    sessions = kernel.ctx.require(SESSIONS)
+    persistence = kernel.ctx.require(SESSION_PERSISTENCE)
+    query = kernel.ctx.require(SESSION_QUERY)
     for sid, created in (("old", 1), ("new", 5)):
         session = sessions.new(make_header(sid, created, cwd="/w"))
         handle = await persistence.create(session.header)
@@ -122,8 +123,8 @@ def test_title_config_rejects_unknown_keys() -> None:
 
 async def test_list_and_read_events(tmp_path: Path) -> None:
     kernel = await host(tmp_path)
-    sessions = kernel.ctx.require("sessions")
-    query = kernel.ctx.require("session_query")
+    sessions = kernel.ctx.require(SESSIONS)
+    query = kernel.ctx.require(SESSION_QUERY)
     session = sessions.new(make_header("ev", 1))
     await sessions.enter(session)
     session.append("turn/start", {"turn": 1})

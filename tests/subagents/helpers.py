@@ -7,7 +7,10 @@ import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from pydsh.llm.hooks import LLM_STREAM
+from pydsh.session.hooks import SESSION_CREATED
 from pydsh.session.log import Session
+from pydsh.subagents.keys import SUBAGENTS
 from tests.agent.harness import Host
 
 
@@ -45,13 +48,13 @@ def bind_in_creation_order(host: Host) -> None:
         mine.set()
         return stream
 
-    host.kernel.ctx.on("session/created", created)
-    host.kernel.ctx.on("llm/stream", in_order, prepend=True)
+    host.kernel.ctx.on(SESSION_CREATED, created)
+    host.kernel.ctx.on(LLM_STREAM, in_order, before=LLM_STREAM.order)
 
 
 async def quiesce(host: Host, timeout: float = 10.0) -> None:
     """Wait until every agent is idle and every activation has settled."""
-    service = host.kernel.ctx.require("subagents")
+    service = host.kernel.ctx.require(SUBAGENTS)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:

@@ -10,9 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pydsh.agent.loop import LoopAgent
+from pydsh.contract.tools import TOOLS, ToolDefinition
+from pydsh.session.hooks import SESSION_CREATED
 from pydsh.session.log import new_session_id
+from pydsh.subagents.hooks import SUBAGENT_START
+from pydsh.subagents.keys import SUBAGENTS
 from pydsh.subagents.names import CATALOG, SEGMENT
-from pydsh.tools.registry import ToolDefinition
 from tests.agent.harness import Host, start_host
 from tests.subagents.helpers import calls, deleg, of_type, quiesce, result_texts, results
 
@@ -29,7 +32,7 @@ async def test_delegation_records_and_first_message(tmp_path: Path) -> None:
     )
     captured: dict[str, Any] = {}
     host.kernel.ctx.on(
-        "session/created", lambda s: captured.setdefault("child", s) if s.header.get("parentSession") else None
+        SESSION_CREATED, lambda s: captured.setdefault("child", s) if s.header.get("parentSession") else None
     )
     try:
         await host.run(root, "go")
@@ -111,7 +114,7 @@ async def test_invalid_and_duplicate_names_fail_before_anything_starts(tmp_path:
     script += [{"text": "done"}, {"text": "ack"}]
     host, root = await boot([script, [{"text": "r"}]], tmp_path)
     starts: list[Any] = []
-    host.kernel.ctx.on("subagent/start", starts.append)
+    host.kernel.ctx.on(SUBAGENT_START, starts.append)
     try:
         await host.run(root, "go")
         await quiesce(host)
@@ -165,7 +168,7 @@ async def test_depth_limit_and_depth_context(tmp_path: Path) -> None:
         tmp_path,
     )
     captured: list[Any] = []
-    host.kernel.ctx.on("session/created", lambda s: captured.append(s) if s.header.get("parentSession") else None)
+    host.kernel.ctx.on(SESSION_CREATED, lambda s: captured.append(s) if s.header.get("parentSession") else None)
     try:
         await host.run(root, "go")
         await quiesce(host)
@@ -254,7 +257,7 @@ async def test_fork_child_starts_with_the_completed_prefix(tmp_path: Path) -> No
         [[{"text": "first answer"}, calls(fork), {"text": "wait"}, {"text": "ack"}], [{"text": "reviewed"}]], tmp_path
     )
     captured: list[Any] = []
-    host.kernel.ctx.on("session/created", lambda s: captured.append(s) if s.header.get("parentSession") else None)
+    host.kernel.ctx.on(SESSION_CREATED, lambda s: captured.append(s) if s.header.get("parentSession") else None)
     try:
         await host.run(root, "one")
         await host.run(root, "two")
@@ -279,7 +282,7 @@ async def test_settlement_while_parent_busy_is_claimed_at_next_step(tmp_path: Pa
     )
 
     async def wait_tool(args: Any, exec: Any) -> str:
-        service = host.kernel.ctx.require("subagents")
+        service = host.kernel.ctx.require(SUBAGENTS)
         for _ in range(300):
             if not service.activations:
                 break
@@ -287,7 +290,7 @@ async def test_settlement_while_parent_busy_is_claimed_at_next_step(tmp_path: Pa
         release.set()
         return "waited"
 
-    host.kernel.ctx.require("tools").register(
+    host.kernel.ctx.require(TOOLS).register(
         host.kernel.ctx, ToolDefinition("wait_tool", "waits", {"type": "object", "properties": {}}, wait_tool)
     )
     try:

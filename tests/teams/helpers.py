@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from pydsh.session.log import Session
+from pydsh.subagents.keys import SUBAGENTS
 from tests.agent.harness import Host
 from tests.subagents.helpers import results
 
@@ -41,7 +42,7 @@ def team_records(session: Session, event_type: str = "team/member") -> list[dict
 
 async def quiesce(host: Host, timeout: float = 20.0) -> None:
     """Wait until no agent works or holds pending input and every activation settled (twice in a row)."""
-    service = host.kernel.ctx.require("subagents")
+    service = host.kernel.ctx.require(SUBAGENTS)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     calm = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydsh.session.keys import SESSION_PROJECTIONS, SESSION_QUERY
 from tests.agent.harness import start_host
 from tests.subagents.helpers import calls, tool
 from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
@@ -42,7 +43,7 @@ async def test_07_claim_and_complete_with_compare_and_set(tmp_path: Path) -> Non
         )
         assert "ownerName" not in created
         grader_id = team_records(lead.session)[0]["member"]["id"]
-        events = (await host.kernel.ctx.require("session_query").read_session(grader_id))["events"]
+        events = (await host.kernel.ctx.require(SESSION_QUERY).read_session(grader_id))["events"]
         texts = [e["data"]["message"]["content"][0]["text"] for e in events if e["type"] == "tool/result"]
         assert '"revision":2' in texts[0] and '"ownerName":"grader"' in texts[0]
         assert texts[1] == 'Error: stale team task "task-1" revision 1; current revision is 2'
@@ -133,7 +134,7 @@ async def test_09_overlapping_write_scopes_warn_and_bad_scopes_fail(tmp_path: Pa
         assert got[4]["ownerName"] == "lead"
         assert got[6] == 'Error: invalid workspace-relative write scope "../x"'
         assert codes(lead.session)[6:9] == ["TEAM_INVALID_WRITE_SCOPE"] * 3
-        view = host.kernel.ctx.require("session_projections").snapshot(lead.session, ["agentTeam"])["values"]
+        view = host.kernel.ctx.require(SESSION_PROJECTIONS).snapshot(lead.session, ["agentTeam"])["values"]
         team = view["agentTeam"]
         assert team["members"] == [{"id": lead.id, "name": "lead", "role": "lead", "phase": "active"}]
         assert [t["ownerName"] for t in team["tasks"]] == ["lead", "lead"]

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from pydsh.teams.keys import AGENT_TEAMS
 from pydsh.teams.service import NO_PROGRESS
 from tests.agent.harness import start_host
 from tests.messaging.test_control_tools import add_wait_tool
@@ -52,7 +53,7 @@ async def test_11_wait_wakes_on_a_team_change(tmp_path: Path) -> None:
         {"text": "graded"},
     ]
     host = await start_host([script, grader], patches=(TEAMS,))
-    teams = host.kernel.ctx.require("agent_teams")
+    teams = host.kernel.ctx.require(AGENT_TEAMS)
     add_wait_tool(host, lambda: any(teams._waiters.values()))
     lead = (await host.create(tmp_path)).agent
     try:
@@ -86,7 +87,7 @@ async def test_12_lead_interrupts_a_running_teammate_keeping_its_inbox(tmp_path:
         {"text": "done"},
     ] + [{"text": "ack"}] * 3
     host = await start_host([script, [{"kind": "hang"}]], patches=(TEAMS,))
-    teams_ref["teams"] = host.kernel.ctx.require("agent_teams")
+    teams_ref["teams"] = host.kernel.ctx.require(AGENT_TEAMS)
     add_wait_tool(host, grader_running)
     lead = (await host.create(tmp_path)).agent
     teams_ref["lead"] = lead

@@ -6,7 +6,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pydsh.session.keys import SESSION_QUERY, SESSIONS
 from pydsh.session.log import Session
+from pydsh.teams.keys import AGENT_TEAMS
 from pydsh.teams.tools import LEAD_IDENTITY, policy
 from tests.agent.harness import start_host
 from tests.messaging.test_control_tools import snapshot_sections
@@ -31,7 +33,7 @@ async def test_13_crash_between_provisioning_and_active_is_reconciled_from_the_c
     host = await start_host(
         [[calls(spawn()), {"text": "spawned"}] + [{"text": "ack"}] * 3, [{"text": "graded"}]], patches=(TEAMS,)
     )
-    teams = host.kernel.ctx.require("agent_teams")
+    teams = host.kernel.ctx.require(AGENT_TEAMS)
     record = teams._member_record
 
     async def crash_before_active(lead: Any, member: Any) -> None:
@@ -80,7 +82,7 @@ async def test_14_an_ordinary_fork_of_the_lead_leads_its_own_team(tmp_path: Path
     try:
         await host.run(lead, "go")
         await quiesce(host)
-        store = host.kernel.ctx.require("sessions")
+        store = host.kernel.ctx.require(SESSIONS)
         last_end = max(e["seq"] for e in lead.session.events if e["type"] == "turn/end")
         prefix = store.fork_prefix(lead.session, last_end)
         fork = (await host.create(tmp_path, prefix_events=prefix, inherited_event_count=last_end + 1)).agent
@@ -122,7 +124,7 @@ async def test_16_identity_and_policy_texts(tmp_path: Path) -> None:
         assert prompt["role"] == "system" and policy(True) in prompt["content"][0]["text"]
         assert "send_message and interrupt_agent, or as owner" in policy(True)
         child_id = team_records(lead.session)[0]["member"]["id"]
-        read = await host.kernel.ctx.require("session_query").read_session(child_id)
+        read = await host.kernel.ctx.require(SESSION_QUERY).read_session(child_id)
         child = Session(read["session"], read["events"])
         child_sections = {s["name"]: s["text"] for s in snapshot_sections(child)}
         assert child_sections["team:identity"] == TEAMMATE_IDENTITY

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from pydsh.agent.hooks import AGENT_CREATED
+from pydsh.contract.tools import TOOLS
 from pydsh.teams.errors import TeamError
+from pydsh.teams.keys import AGENT_TEAMS
 from pydsh.teams.service import Config, limits
 from tests.agent.harness import compose, start_host
 from tests.subagents.helpers import calls, deleg
@@ -32,9 +35,9 @@ async def test_without_the_patch_no_team_tools(tmp_path: Path) -> None:
     host = await start_host([[{"text": "hi"}]])
     lead = (await host.create(tmp_path)).agent
     try:
-        tools = host.kernel.ctx.require("tools")
+        tools = host.kernel.ctx.require(TOOLS)
         assert tools.lookup(lead, "spawn_teammate") is None
-        assert host.kernel.ctx.get("agent_teams") is None
+        assert host.kernel.ctx.get(AGENT_TEAMS) is None
     finally:
         await host.close()
 
@@ -44,14 +47,14 @@ async def test_members_see_team_tools_and_plain_subagents_keep_the_global_ones(t
         [[calls(deleg("help")), {"text": "ok"}] + [{"text": "ack"}] * 2, [{"text": "x"}]], patches=(TEAMS,)
     )
     seen: dict[str, object] = {}
-    tools = host.kernel.ctx.require("tools")
-    teams = host.kernel.ctx.require("agent_teams")
+    tools = host.kernel.ctx.require(TOOLS)
+    teams = host.kernel.ctx.require(AGENT_TEAMS)
 
     async def created(payload: dict[str, object]) -> None:
         agent = payload["agent"]
         seen[agent.id] = (tools.lookup(agent, "spawn_teammate"), teams.try_membership(agent))  # type: ignore[attr-defined]
 
-    host.kernel.ctx.on("agent/created", created)
+    host.kernel.ctx.on(AGENT_CREATED, created)
     lead = (await host.create(tmp_path)).agent
     try:
         await host.run(lead, "go")

@@ -10,6 +10,7 @@ import pytest
 from pydsh.kernel.cancel import AbortController
 from pydsh.teams import service as team_service
 from pydsh.teams.errors import TeamError
+from pydsh.teams.keys import AGENT_TEAMS
 from tests.agent.harness import start_host
 from tests.messaging.test_control_tools import add_wait_tool
 from tests.subagents.helpers import calls, deleg, tool
@@ -20,7 +21,7 @@ async def test_a_plain_subagent_is_not_a_member(tmp_path: Path) -> None:
     host = await start_host(
         [[calls(deleg("help")), {"text": "ok"}] + [{"text": "ack"}] * 2, [{"kind": "hang"}]], patches=(TEAMS,)
     )
-    teams = host.kernel.ctx.require("agent_teams")
+    teams = host.kernel.ctx.require(AGENT_TEAMS)
     lead = (await host.create(tmp_path)).agent
     try:
         await host.run(lead, "go")
@@ -35,7 +36,7 @@ async def test_a_plain_subagent_is_not_a_member(tmp_path: Path) -> None:
 
 async def test_spawn_while_disposing_is_refused(tmp_path: Path) -> None:
     host = await start_host([[calls(spawn()), {"text": "no"}]], patches=(TEAMS,))
-    host.kernel.ctx.require("agent_teams").disposing = True
+    host.kernel.ctx.require(AGENT_TEAMS).disposing = True
     lead = (await host.create(tmp_path)).agent
     try:
         await host.run(lead, "go")
@@ -68,7 +69,7 @@ async def test_a_prompt_not_durably_accepted_fails_the_member(tmp_path: Path, mo
 async def test_an_aborted_wait_is_team_wait_aborted(tmp_path: Path) -> None:
     script = [calls(spawn()), calls(tool("wait_until")), {"text": "done"}] + [{"text": "ack"}] * 3
     host = await start_host([script, [{"kind": "hang"}]], patches=(TEAMS,))
-    teams = host.kernel.ctx.require("agent_teams")
+    teams = host.kernel.ctx.require(AGENT_TEAMS)
 
     def grader_running() -> bool:
         return any(a.status == "running" for a in host.agents.all() if a.session.header.get("parentSession"))

@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from pydsh.llm.hooks import LLM_STREAM
+from pydsh.session.keys import SESSION_QUERY
 from tests.agent.harness import start_host
 from tests.messaging.test_control_tools import add_wait_tool
 from tests.subagents.helpers import calls, of_type, tool
@@ -31,7 +33,7 @@ async def test_04_teammate_messages_the_lead(tmp_path: Path) -> None:
             {"type": "text", "text": "done"},
         ]
         assert relays[0]["source"] == {"kind": "agent-message", "form": "relay", "senderSessionId": child_id}
-        child = (await host.kernel.ctx.require("session_query").read_session(child_id))["events"]
+        child = (await host.kernel.ctx.require(SESSION_QUERY).read_session(child_id))["events"]
         result = next(e["data"] for e in child if e["type"] == "tool/result")
         assert result["message"]["content"][0]["text"] == '{"sent":true}'
     finally:
@@ -56,13 +58,13 @@ async def test_05_lead_messages_an_inactive_teammate_which_starts_a_turn(tmp_pat
             await asyncio.sleep(0.01)
         return await nxt()
 
-    host.kernel.ctx.on("llm/stream", teammate_after_the_leads_first_turn, prepend=True)
+    host.kernel.ctx.on(LLM_STREAM, teammate_after_the_leads_first_turn, before=LLM_STREAM.order)
     try:
         await host.run(lead, "go")
         await quiesce(host)
         assert values(lead.session)[1] == {"sent": True}
         child_id = team_records(lead.session)[0]["member"]["id"]
-        events = (await host.kernel.ctx.require("session_query").read_session(child_id))["events"]
+        events = (await host.kernel.ctx.require(SESSION_QUERY).read_session(child_id))["events"]
         assert [e["data"]["turn"] for e in events if e["type"] == "turn/start"] == [1, 2]
         framed = [
             e["data"]["content"]
@@ -139,7 +141,7 @@ async def test_05_a_running_teammate_claims_the_message_at_its_next_step(tmp_pat
         await host.run(lead, "go")
         await quiesce(host)
         child_id = team_records(lead.session)[0]["member"]["id"]
-        events = (await host.kernel.ctx.require("session_query").read_session(child_id))["events"]
+        events = (await host.kernel.ctx.require(SESSION_QUERY).read_session(child_id))["events"]
         assert [e["data"]["turn"] for e in events if e["type"] == "turn/start"] == [1]
         splices = [e for e in events if e["type"] == "agent/inbox/spliced" and e["data"]["target"] == "next-step"]
         assert splices[0]["data"]["inserted"][0]["content"][1]["text"] == "steer"

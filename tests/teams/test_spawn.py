@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydsh.session.keys import SESSION_QUERY
 from tests.agent.harness import start_host
 from tests.subagents.helpers import calls, deleg, of_type
 from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
@@ -31,7 +32,7 @@ async def test_01_lead_spawns_grader(tmp_path: Path) -> None:
         catalog = of_type(lead.session, "subagent/catalog")
         assert catalog[0]["data"]["name"] == "grader" and catalog[0]["data"]["version"] == 3
         assert child_id not in str(values(lead.session)[0])
-        child = (await host.kernel.ctx.require("session_query").read_session(child_id))["events"]
+        child = (await host.kernel.ctx.require(SESSION_QUERY).read_session(child_id))["events"]
         descriptor = next(e["data"] for e in child if e["type"] == "subagent/descriptor")
         assert descriptor["mode"] == "continuable"
     finally:
@@ -57,7 +58,7 @@ async def test_02_teammate_cannot_spawn_and_names_are_checked(tmp_path: Path) ->
             'and not be "lead"'
         )
         child_id = team_records(lead.session)[0]["member"]["id"]
-        child = host.kernel.ctx.require("session_query")
+        child = host.kernel.ctx.require(SESSION_QUERY)
         events = (await child.read_session(child_id))["events"]
         result = next(e["data"] for e in events if e["type"] == "tool/result")
         assert result["error"]["code"] == "TEAM_LEAD_REQUIRED"
@@ -126,7 +127,7 @@ async def test_fork_context_inherits_completed_lead_turns(tmp_path: Path) -> Non
         member = values(lead.session)[0]["member"]
         assert (member["context"], member["provider"]) == ("fork", "fork")
         child_id = team_records(lead.session)[0]["member"]["id"]
-        events = (await host.kernel.ctx.require("session_query").read_session(child_id))["events"]
+        events = (await host.kernel.ctx.require(SESSION_QUERY).read_session(child_id))["events"]
         texts = [
             b.get("text")
             for e in events

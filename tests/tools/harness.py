@@ -7,15 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydsh.agent.agent import AgentOptions
+from pydsh.agent.hooks import AGENT_CREATED
+from pydsh.contract.agent import AgentOptions
+from pydsh.contract.tools import TOOLS, ToolExec, ToolOutcome
 from pydsh.kernel import AbortController, Kernel, create_scope
 from pydsh.kernel.compose import Row
-from pydsh.kernel.events import define_event
 from pydsh.session.events import make_header
+from pydsh.session.keys import SESSIONS
 from pydsh.session.log import Session
-from pydsh.tools.registry import ToolExec, ToolOutcome, ToolRegistry
-
-define_event("agent/created", "serial")
+from pydsh.tools.registry import ToolRegistry
 
 FS = [("tools", None), ("tool-fs", None), ("fs-observation-policy", None)]
 POLICY = [("sandbox-policy", None), ("approval", None), ("permission", None)]
@@ -60,7 +60,7 @@ class Harness:
 
     @property
     def tools(self) -> ToolRegistry:
-        registry: ToolRegistry = self.kernel.ctx.require("tools")
+        registry: ToolRegistry = self.kernel.ctx.require(TOOLS)
         return registry
 
     def exec(self, name: str, args: Any = None, *, raw: str | None = None) -> ToolExec:
@@ -130,14 +130,14 @@ async def harness(
     await kernel.load(rows_of(BASE + plugins))
     failed = [f"{f.row_id}: {f.error}" for f in kernel.loader.failures]
     assert not failed, failed
-    store = kernel.ctx.require("sessions")
+    store = kernel.ctx.require(SESSIONS)
     session = store.new(header or make_header("s-1", 1, cwd=str(cwd)))
     agent = FakeAgent(session, None)
     scope = create_scope(kernel.ctx, agent)
     agent.ctx = scope.ctx
     session.scope = agent
     if startup:
-        await kernel.ctx.serial("agent/created", {"agent": agent, "source": "startup", "signal": None}, scope=agent)
+        await kernel.ctx.serial(AGENT_CREATED, {"agent": agent, "source": "startup", "signal": None}, scope=agent)
     if open_turn:
         session.append("turn/start", {"turn": 1})
         session.append("step/start", {"turn": 1, "step": 1})

@@ -11,7 +11,9 @@ import pytest
 
 from pydsh.kernel import AbortController
 from pydsh.kernel.compose import SHIPPED, read_yaml_file
+from pydsh.policy.keys import USER_QUESTIONS
 from pydsh.policy.questions import Answer, QuestionRequest, UserQuestionError, UserQuestions
+from pydsh.session.hooks import SESSION_CREATED
 from tests.agent.harness import Host, start_host
 from tests.subagents.helpers import calls, deleg, quiesce, result_texts, results, tool
 from tests.tools.harness import harness
@@ -43,7 +45,7 @@ ASK = calls(tool("ask_user_question", questions=[COLOR, NAME]))
 
 
 def service(host: Host) -> UserQuestions:
-    questions: UserQuestions = host.kernel.ctx.require("user_questions")
+    questions: UserQuestions = host.kernel.ctx.require(USER_QUESTIONS)
     return questions
 
 
@@ -143,7 +145,7 @@ async def test_a_delegated_child_cannot_ask(tmp_path: Path) -> None:
     scripts = [[calls(deleg("ask them")), {"text": "ok"}, {"text": "noted"}], [ASK, {"text": "could not ask"}]]
     host = await start_host(scripts, patches=(ENABLE,))
     children: list[Any] = []
-    host.kernel.ctx.on("session/created", lambda s: children.append(s) if s.header.get("parentSession") else None)
+    host.kernel.ctx.on(SESSION_CREATED, lambda s: children.append(s) if s.header.get("parentSession") else None)
 
     def answerer(request: QuestionRequest) -> list[Answer]:
         asked.append(request)

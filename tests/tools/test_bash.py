@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.hooks import AGENT_DISPOSED
+from pydsh.agent.keys import WORKING_DIRECTORY
+from pydsh.kernel.keys import HOST_INFO
+from pydsh.session.keys import SESSION_PERSISTENCE
 from pydsh.tools.jobs import FINISHED_KEPT, Job, JobRegistry
+from pydsh.tools.keys import JOBS as JOBS_KEY
 from tests.tools.harness import POLICY, Harness, harness, text_of
 
 DANGER = [*POLICY[:2], ("permission", {"mode": "danger-full-access"})]
@@ -28,7 +33,7 @@ def bash(command: str, **extra: Any) -> dict[str, Any]:
 
 
 def job_of(h: Harness, job_id: str) -> Job:
-    registry: JobRegistry = h.kernel.ctx.require("jobs")
+    registry: JobRegistry = h.kernel.ctx.require(JOBS_KEY)
     job = registry.get(h.agent.id, job_id)
     assert job is not None
     return job
@@ -71,7 +76,7 @@ async def test_validation(h: Harness, tmp_path: Path, args: dict[str, Any], mess
 async def test_workdir_and_working_directory(h: Harness, tmp_path: Path) -> None:
     (tmp_path / "sub" / "deeper").mkdir(parents=True)
     assert await h.text("bash", bash("pwd", workdir="sub")) == f"{tmp_path / 'sub'}\n"
-    h.kernel.ctx.require("working_directory").change(h.agent, "sub")
+    h.kernel.ctx.require(WORKING_DIRECTORY).change(h.agent, "sub")
     assert await h.text("bash", bash("pwd")) == f"{tmp_path / 'sub'}\n"
     assert await h.text("bash", bash("pwd", workdir="deeper")) == f"{tmp_path / 'sub' / 'deeper'}\n"
 
@@ -81,7 +86,7 @@ async def test_fresh_shell_and_managed_environment(h: Harness, tmp_path: Path, m
     monkeypatch.setenv("GITHUB_TOKEN", "t")
     monkeypatch.setenv("DSH_SESSION_ID", "spoofed")
     monkeypatch.setenv("PLAIN_VALUE", "kept")
-    h.kernel.ctx.provide("host_info", {"profile": "sdk", "profile_dir": "/profiles/sdk"})
+    h.kernel.ctx.provide(HOST_INFO, {"profile": "sdk", "profile_dir": "/profiles/sdk"})
     script = (
         'echo "$DSH_SHELL|$DSH_SESSION_ID|$DSH_PROFILE|$DSH_PROFILE_DIR|$PLAIN_VALUE|${MY_API_KEY-unset}|'
         '${GITHUB_TOKEN-unset}|$DSH_HOME"; export CARRIED=1'
@@ -99,7 +104,7 @@ async def test_session_jsonl_from_persistence(h: Harness, tmp_path: Path) -> Non
         def handle_of(self, session_id: str) -> Any:
             return Handle() if session_id == "s-1" else None
 
-    h.kernel.ctx.provide("session_persistence", Persistence())
+    h.kernel.ctx.provide(SESSION_PERSISTENCE, Persistence())
     assert await h.text("bash", bash('echo "$DSH_SESSION_JSONL"')) == f"{tmp_path / 'session.v4.jsonl'}\n"
 
 
@@ -273,7 +278,7 @@ async def test_output_dropped_from_memory_names_the_full_output(h: Harness) -> N
 async def test_disposing_the_agent_stops_and_drops_its_jobs(h: Harness) -> None:
     started = await h.text("bash", bash("sleep 30", run_in_background=True))
     job = job_of(h, started.removeprefix("started background job "))
-    h.kernel.ctx.emit("agent/disposed", {"agent": h.agent})
+    h.kernel.ctx.emit(AGENT_DISPOSED, {"agent": h.agent})
     await job.settled.wait()
     assert job.status == "killed"
     assert await h.text("job_list", {}) == "(no background jobs)"
@@ -285,7 +290,7 @@ async def background(h: Harness, command: str) -> str:
 
 
 async def test_finished_jobs_beyond_the_bound_are_forgotten_read_ones_first(h: Harness) -> None:
-    registry: JobRegistry = h.kernel.ctx.require("jobs")
+    registry: JobRegistry = h.kernel.ctx.require(JOBS_KEY)
     ids: list[str] = []
     for n in range(FINISHED_KEPT + 2):
         if n == FINISHED_KEPT:

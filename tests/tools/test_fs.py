@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.keys import WORKING_DIRECTORY
+from pydsh.contract.tools import ToolOutcome
 from pydsh.tools import files
 from pydsh.tools.fs import LineWindow, split_lines
-from pydsh.tools.registry import ToolOutcome
 from tests.tools.harness import FS, POLICY, Harness, harness, text_of
 
 
@@ -326,7 +327,7 @@ async def test_edit_errors(h: Harness, tmp_path: Path) -> None:
 async def test_paths_follow_the_working_directory(h: Harness, tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "in.txt").write_text("inside\n")
-    h.kernel.ctx.require("working_directory").change(h.agent, "sub")
+    h.kernel.ctx.require(WORKING_DIRECTORY).change(h.agent, "sub")
     assert "1: inside" in await h.text("read", {"file_path": "in.txt"})
 
 

@@ -22,6 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pydsh.testing
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import TOOL_NAME, ToolDefinition
 from pydsh.kernel import Kernel, create_scope
 from pydsh.testing import mcp_server
 from pydsh.tools.mcp import (
@@ -33,7 +35,6 @@ from pydsh.tools.mcp import (
     project_content,
     public_tool_name,
 )
-from pydsh.tools.registry import TOOL_NAME, ToolDefinition
 from tests.tools.harness import Harness, harness, rows_of, text_of
 
 SERVER = mcp_server.__file__
@@ -642,11 +643,11 @@ async def test_servers_files(tmp_path: Path, isolated_home: Path, monkeypatch: p
     write_servers(project / ".mcp.json", {"docs": override})
     async with mounted_rows(tmp_path, ("mcp-servers", None)) as h:
         assert "mcp__docs__echo" in names(h)
-        prompt = h.kernel.ctx.require("system_prompt")
+        prompt = h.kernel.ctx.require(SYSTEM_PROMPT)
         text = prompt.render(await prompt.assemble(h.agent))
         assert "### MCP server: docs\n\nfrom home" in text
     async with mounted_rows(tmp_path, ("mcp-servers", {"includeProject": True})) as h:
-        prompt = h.kernel.ctx.require("system_prompt")
+        prompt = h.kernel.ctx.require(SYSTEM_PROMPT)
         assert "### MCP server: docs\n\nfrom project" in prompt.render(await prompt.assemble(h.agent))
 
 
@@ -666,13 +667,14 @@ def test_missing_extra_warns_once_and_runs_without_mcp_tools(tmp_path: Path) -> 
         import asyncio, json, logging, sys
         sys.modules["mcp"] = None
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
+        from pydsh.contract.tools import TOOLS
         from pydsh.kernel import Kernel
         from tests.tools.harness import rows_of
 
         async def main():
             kernel = Kernel()
             await kernel.load(rows_of([tuple(r) for r in json.loads({rows!r})]))
-            registry = kernel.ctx.require("tools")
+            registry = kernel.ctx.require(TOOLS)
             print("failures", len(kernel.loader.failures), "tools", len(registry.definitions(None)))
             await kernel.dispose()
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pydsh.policy.approval import ApprovalRequest
+from pydsh.policy.keys import APPROVAL
 from tests.tools.harness import POLICY, Harness, harness, text_of
 from tests.tools.test_mcp import stdio
 
@@ -56,7 +57,7 @@ async def test_an_approved_call_runs_once_and_a_rejected_one_stays_denied(tmp_pa
 
     h = await world(tmp_path, "read-only")
     try:
-        h.kernel.ctx.require("approval").add_answerer(h.kernel.ctx, answer)
+        h.kernel.ctx.require(APPROVAL).add_answerer(h.kernel.ctx, answer)
         assert text_of(await h.call("mcp__t__write", write(target))) == "written"
         assert target.read_text() == "changed"
         target.write_text("original")

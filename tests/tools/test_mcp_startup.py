@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 import pydsh.testing
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import TOOLS
 from pydsh.kernel import create_scope
 from pydsh.testing import mcp_server
 from pydsh.tools.mcp import mount_servers, public_tool_name
@@ -42,7 +44,7 @@ async def test_a_slow_servers_tools_and_instructions_arrive_when_it_is_ready(tmp
     slow = stdio("--start-delay", "1", "--instructions", "Arrived late.", startupWaitMs=50)
     async with mounted(tmp_path, slow) as h:
         assert names(h) == []
-        prompt = h.kernel.ctx.require("system_prompt")
+        prompt = h.kernel.ctx.require(SYSTEM_PROMPT)
         assert "### MCP server: t" not in prompt.render(await prompt.assemble(h.agent))
         await until(lambda: len(names(h)) == len(mcp_server.BASE_TOOLS), "the late tools")
         assert text_of(await h.call("mcp__t__echo", {"text": "late"})) == "late"
@@ -57,7 +59,7 @@ async def test_late_tools_reach_the_model_once_as_a_tool_list_change(tmp_path: P
     ) as host:
         agent = await host.create_agent()
         assert (await agent.run("first")).final_response == "before"
-        registry = host.ctx.require("tools")
+        registry = host.ctx.require(TOOLS)
         await until(lambda: "mcp__t__echo" in [d.name for d in registry.definitions(None)], "the late tools")
         assert (await agent.run("second")).final_response == "after"
         host.assert_consumed()

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.hooks import AGENT_DISPOSED
 from pydsh.policy.sandbox import Bwrap
 from pydsh.session.events import make_header
 from pydsh.session.log import Session
@@ -187,7 +188,7 @@ async def test_one_shell_per_agent(h: Harness, tmp_path: Path) -> None:
     exec.session = other.session
     assert text_of(await h.run(exec)) == "[]\n[Command finished with exit code 0]"
     assert await run(h, 'echo "$MINE"') == "first\n[Command finished with exit code 0]"
-    h.kernel.ctx.emit("agent/disposed", {"agent": h.agent})
+    h.kernel.ctx.emit(AGENT_DISPOSED, {"agent": h.agent})
     assert await run(h, 'echo "[${MINE-}]"') == "[]\n[Command finished with exit code 0]"
 
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from pydsh.agent.agent import user_message
+from pydsh.contract.agent import user_message
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec
 from pydsh.kernel import Context
 from pydsh.tools import spill
 from pydsh.tools.policies import estimate, utf16_len
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec
 from tests.tools.harness import POLICY, Harness, harness, text_of
 
 P = "tests.tools.test_policies"
@@ -31,10 +31,10 @@ def big_plugin(ctx: Context, config: None) -> None:
         return BODIES[args["body"]]
 
     schema = {"type": "object", "properties": {"body": {"type": "string"}, "fail": {"type": "boolean"}}}
-    ctx.require("tools").register(ctx, ToolDefinition("big", "Big output.", schema, big))
+    ctx.require(TOOLS).register(ctx, ToolDefinition("big", "Big output.", schema, big))
 
 
-big_plugin.inject = ("tools",)  # type: ignore[attr-defined]
+big_plugin.inject = (TOOLS,)  # type: ignore[attr-defined]
 
 ROWS = [
     ("tools", None),

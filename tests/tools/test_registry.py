@@ -8,8 +8,20 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import (
+    TOOL_EXECUTE,
+    TOOL_POST_EXECUTE,
+    TOOL_PRE_EXECUTE,
+    TOOL_RESULT,
+    TOOLS,
+    TOOLS_CHANGED,
+    ToolDefinition,
+    ToolError,
+    ToolExec,
+    ToolOutcome,
+)
 from pydsh.kernel import Context
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
 from tests.tools.harness import Harness, harness, text_of
 
 P = "tests.tools.test_registry"
@@ -29,7 +41,7 @@ async def echo_body(args: dict[str, Any], exec: ToolExec) -> str:
 
 
 def dummy_plugin(ctx: Context, config: None) -> None:
-    tools = ctx.require("tools")
+    tools = ctx.require(TOOLS)
     tools.register(
         ctx,
         ToolDefinition(
@@ -62,7 +74,7 @@ def dummy_plugin(ctx: Context, config: None) -> None:
     )
 
 
-dummy_plugin.inject = ("tools",)  # type: ignore[attr-defined]
+dummy_plugin.inject = (TOOLS,)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -81,7 +93,7 @@ async def test_schemas_are_sorted_by_code_point_and_exact(h: Harness) -> None:
 
 
 async def test_system_prompt_sees_the_tools(h: Harness) -> None:
-    assembly = await h.kernel.ctx.require("system_prompt").assemble(agent=h.agent)
+    assembly = await h.kernel.ctx.require(SYSTEM_PROMPT).assemble(agent=h.agent)
     assert [t["name"] for t in assembly.tools] == ["Alpha", "_under", "echo", "shout", "slow", "zeta"]
 
 
@@ -90,7 +102,7 @@ async def test_duplicate_in_one_layer_raises_and_scoped_layer_shadows(h: Harness
     with pytest.raises(ValueError, match='tool "echo" is already registered'):
         h.tools.register(h.kernel.ctx, definition)
     changes: list[int] = []
-    h.kernel.ctx.on("tools/change", lambda: changes.append(1))
+    h.kernel.ctx.on(TOOLS_CHANGED, lambda: changes.append(1))
     dispose = h.tools.register(h.agent.ctx, definition)
     assert changes == [1]
     assert await h.text("echo") == "local"
@@ -185,7 +197,7 @@ async def test_abort_before_dispatch_skips_the_body(h: Harness) -> None:
         h.controller.abort({"kind": "user"})
         return await next()
 
-    h.kernel.ctx.on("tools/execute", flush_then_cancel)
+    h.kernel.ctx.on(TOOL_EXECUTE, flush_then_cancel)
     outcome = await h.call("echo", {"x": "never"})
     assert text_of(outcome) == "Error: tool call aborted before dispatch"
     assert outcome.error == {"name": "AbortError", "code": "ABORTED_BEFORE_DISPATCH"}
@@ -196,7 +208,7 @@ async def test_execute_listener_failure_propagates(h: Harness) -> None:
     async def failing_checkpoint(exec: ToolExec, next: Any) -> Any:
         raise OSError("disk full")
 
-    h.kernel.ctx.on("tools/execute", failing_checkpoint)
+    h.kernel.ctx.on(TOOL_EXECUTE, failing_checkpoint)
     inv = h.tools.invocation(h.exec("echo", {"x": "a"}))
     await inv.prepare()
     with pytest.raises(OSError, match="disk full"):
@@ -209,7 +221,7 @@ async def test_policies_cannot_rewrite_arguments(h: Harness) -> None:
         exec.arguments = {"x": "rewritten"}
         return await next()
 
-    h.kernel.ctx.on("tools/pre-execute", rewrite)
+    h.kernel.ctx.on(TOOL_PRE_EXECUTE, rewrite)
     assert await h.text("echo", {"x": "original"}) == "echo original"
 
 
@@ -219,7 +231,7 @@ async def test_pre_execute_deny_and_guards(h: Harness) -> None:
             return {"kind": "deny", "reason": "not this one"}
         return await next()
 
-    h.kernel.ctx.on("tools/pre-execute", deny)
+    h.kernel.ctx.on(TOOL_PRE_EXECUTE, deny)
     assert text_of(await h.call("echo", {"x": "deny"})) == "Error: not this one"
     h.tools.guard(h.agent.ctx, "no-zeta", lambda exec: "zeta is off" if exec.name == "zeta" else None)
     assert text_of(await h.call("zeta", {})) == "Error: zeta is off"
@@ -231,7 +243,7 @@ async def test_ask_without_agent_or_approval_service(h: Harness) -> None:
     async def ask(exec: ToolExec, next: Any) -> Any:
         return {"kind": "ask", "reason": "hook"}
 
-    h.kernel.ctx.on("tools/pre-execute", ask)
+    h.kernel.ctx.on(TOOL_PRE_EXECUTE, ask)
     unavailable = 'Error: tool "zeta" requires approval, but no approval channel is available'
     assert text_of(await h.call("zeta", {})) == unavailable
     exec = h.exec("zeta", {})
@@ -249,8 +261,8 @@ async def test_post_execute_block_and_result_emit(h: Harness) -> None:
             return {"kind": "block", "feedback": "blocked by hook"}
         return outcome
 
-    h.kernel.ctx.on("tools/post-execute", block)
-    h.kernel.ctx.on("tools/result", lambda exec, outcome: seen.append((exec.name, outcome.is_error)))
+    h.kernel.ctx.on(TOOL_POST_EXECUTE, block)
+    h.kernel.ctx.on(TOOL_RESULT, lambda exec, outcome: seen.append((exec.name, outcome.is_error)))
     outcome = await h.call("zeta", {})
     assert outcome.content == [{"type": "text", "text": "blocked by hook"}]
     assert (outcome.is_error, outcome.error) == (True, None)

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydsh.agent.keys import SYSTEM_PROMPT
 from pydsh.kernel.compose import SHIPPED, interpolate, read_yaml_file
 from tests.tools.harness import harness
 
@@ -114,7 +115,7 @@ async def test_composed_sdk_tool_list_is_sorted_and_exact(tmp_path: Path) -> Non
             assert compact(skeleton(schema)) == SKELETONS[schema["name"]], schema["name"]
         golden = (Path(__file__).parent / "schemas.golden.jsonl").read_text().splitlines()
         assert [compact(s) for s in schemas] == golden
-        assembly = await world.kernel.ctx.require("system_prompt").assemble(agent=world.agent)
+        assembly = await world.kernel.ctx.require(SYSTEM_PROMPT).assemble(agent=world.agent)
         assert [t["name"] for t in assembly.tools] == names
     finally:
         await world.close()
@@ -132,7 +133,7 @@ async def test_minimal_preset_tools_are_exact(tmp_path: Path) -> None:
 async def test_guidance_sections_are_registered_at_their_orders(tmp_path: Path) -> None:
     world = await harness(tmp_path, shipped_rows(), startup=True)
     try:
-        assembly = await world.kernel.ctx.require("system_prompt").assemble(agent=world.agent)
+        assembly = await world.kernel.ctx.require(SYSTEM_PROMPT).assemble(agent=world.agent)
         tool_sections = [(s.name, s.order) for s in assembly.sections if s.name.startswith("tool:")]
         assert tool_sections == [
             ("tool:bash", 1000),

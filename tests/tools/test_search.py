@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.keys import SYSTEM_PROMPT
 from tests.tools.harness import Harness, harness, text_of
 
 SPILL = re.compile(r"stored at: (\S+)\. Use read with offset/limit, or grep this path to search within it\.\)$")
@@ -184,12 +185,12 @@ async def test_search_tools_declare_their_deadline(h: Harness) -> None:
 
 
 async def test_grep_guidance_mentions_read_only_when_read_exists(h: Harness, tmp_path: Path) -> None:
-    system_prompt = h.kernel.ctx.require("system_prompt")
+    system_prompt = h.kernel.ctx.require(SYSTEM_PROMPT)
     text = system_prompt.render(await system_prompt.assemble(agent=h.agent))
     assert "read the matched file" in text
     bare = await harness(tmp_path, [("tools", None), ("tool-fs-search", None)])
     try:
-        bare_prompt = bare.kernel.ctx.require("system_prompt")
+        bare_prompt = bare.kernel.ctx.require(SYSTEM_PROMPT)
         text = bare_prompt.render(await bare_prompt.assemble(agent=bare.agent))
         assert "use the grep tool" in text
         assert "read the matched file" not in text

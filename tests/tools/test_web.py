@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from pydsh.agent.keys import SYSTEM_PROMPT
 from pydsh.kernel.compose import SHIPPED, read_yaml_file
 from pydsh.tools.web import FOOTER, NOTICE, WebFetchTool, is_public
 from tests.tools.harness import Harness, harness, text_of
@@ -106,7 +107,7 @@ async def test_schema_budget_parallel_safety_and_guidance(tmp_path: Path) -> Non
         assert json.dumps(definition.schema(), separators=(",", ":")) == SCHEMA
         assert definition.timeout_ms == 30000
         assert h.tools.execution_mode(h.exec("web_fetch", {"url": "http://x"})) == "parallel"
-        assembly = await h.kernel.ctx.require("system_prompt").assemble(agent=h.agent)
+        assembly = await h.kernel.ctx.require(SYSTEM_PROMPT).assemble(agent=h.agent)
         [section] = [s for s in assembly.sections if s.name == "tool:web_fetch"]
         assert section.order == 2100
         assert section.text == (

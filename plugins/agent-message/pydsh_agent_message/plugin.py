@@ -16,26 +16,45 @@ import re
 import time
 import unicodedata
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from pydsh.agent.agent import Agent, AgentOptions, user_message
-from pydsh.agent.presets import preset_setup
-from pydsh.agent.registry import AgentHandle, AgentRegistry
-from pydsh.kernel.context import Context
-from pydsh.session.errors import (
+from pydsh.plugin import (
+    AGENT_DEFAULT_MODEL,
+    AGENT_DISPOSED,
+    AGENT_PRESETS,
+    AGENTS,
+    PROMPT_ASSEMBLE,
+    SESSION_QUERY,
+    SESSION_TITLE,
+    TOOLS,
+    Agent,
+    AgentHandle,
+    AgentOptions,
+    AgentRef,
+    AgentRegistry,
+    Context,
+    Next,
+    PromptAssemble,
+    PromptAssembly,
+    ServiceKey,
     SessionError,
     SessionFormatUnsupportedError,
     SessionLogError,
     SessionPersistenceCorruptionError,
     SessionPersistenceIOError,
     SessionPersistenceNotFoundError,
+    ToolDefinition,
+    ToolError,
+    ToolExec,
+    ToolOutcome,
+    inherited_event_count,
+    preset_setup,
+    user_message,
 )
-from pydsh.session.events import inherited_event_count
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
 
 log = logging.getLogger("pydsh_agent_message")
 TAG_OPEN = "<dsh-agent-message>"
@@ -178,15 +197,24 @@ def unreadable(to: str, exc: BaseException) -> ToolError:
     return fail("AGENT_MESSAGE_UNREADABLE_SESSION", f"session {to} cannot be read: {problem}")
 
 
+class WorkspaceRegistry(Protocol):
+    """An optional service of the host application: the sessions its user archived (never messaged)."""
+
+    def archived_session_ids(self) -> Iterable[str] | Awaitable[Iterable[str]]: ...
+
+
+WORKSPACE_REGISTRY: ServiceKey[WorkspaceRegistry] = ServiceKey("workspace_registry")
+
+
 def is_subagent(agent: Any) -> bool:
     """Whether ``agent`` runs a subagent session (header ``origin: "subagent"``), which every tool refuses."""
     return agent is not None and agent.session.header.get("origin") == "subagent"
 
 
-async def hide_from_subagents(payload: dict[str, Any], nxt: Callable[[], Awaitable[Any]]) -> Any:
+async def hide_from_subagents(payload: PromptAssemble, nxt: Next[PromptAssembly]) -> PromptAssembly:
     """Leave the three tools out of a subagent's prompt: they refuse subagent callers, so offering them only fails."""
     result = await nxt()
-    if is_subagent(payload.get("agent")):
+    if is_subagent(payload["agent"]):
         result.tools = [tool for tool in result.tools if tool["name"] not in TOOL_NAMES]
     return result
 
@@ -238,8 +266,8 @@ class AgentMessage:
     def __init__(self, ctx: Context, config: Config) -> None:
         self.ctx = ctx
         self.config = config
-        self.agents: AgentRegistry = ctx.require("agents")
-        self.query: Any = ctx.require("session_query")
+        self.agents: AgentRegistry = ctx.require(AGENTS)
+        self.query: Any = ctx.require(SESSION_QUERY)
         self.sent: OrderedDict[str, Sent] = OrderedDict()
         self.windows: dict[frozenset[str], deque[tuple[float, object]]] = {}
         self.resuming: dict[str, asyncio.Future[AgentHandle]] = {}
@@ -256,7 +284,7 @@ class AgentMessage:
         return agent
 
     async def _archived(self) -> set[str]:
-        registry = self.ctx.get("workspace_registry")
+        registry = self.ctx.get(WORKSPACE_REGISTRY)
         if registry is None:
             return set()
         ids = registry.archived_session_ids()
@@ -478,14 +506,14 @@ class AgentMessage:
         return handle.agent
 
     async def _resume(self, to: str) -> AgentHandle:
-        selection = self.ctx.get("agent_default_model")
+        selection = self.ctx.get(AGENT_DEFAULT_MODEL)
         route = selection.current_selection() if selection is not None else {"provider": "", "model": ""}
         options = AgentOptions(provider=route["provider"] or None, model=route["model"] or None)
         handle = await self.agents.resume(to, agent_options=options, setup=preset_setup(self.ctx))
         self.retained[to] = handle
         return handle
 
-    def forget(self, payload: dict[str, Any]) -> None:
+    def forget(self, payload: AgentRef) -> None:
         """Drop the retained handle of a disposed agent, so the next send resumes it again."""
         agent = payload["agent"]
         handle = self.retained.get(agent.id)
@@ -558,13 +586,13 @@ class AgentMessage:
 name = "agent-message"
 hot_load = True
 """It may load into a running process (pydsh's profile-watch): its tools and listeners apply from the next step."""
-inject = ("agents", "tools", "session_query")
-optional = ("workspace_registry", "session_title", "agent_presets", "agent_default_model")
+inject = (AGENTS, TOOLS, SESSION_QUERY)
+optional = (WORKSPACE_REGISTRY, SESSION_TITLE, AGENT_PRESETS, AGENT_DEFAULT_MODEL)
 
 
 def apply(ctx: Context, config: Config) -> None:
     plugin = AgentMessage(ctx, config)
-    tools = ctx.require("tools")
+    tools = ctx.require(TOOLS)
     tools.register(ctx, ToolDefinition("list_peer_agents", LIST_DESCRIPTION, LIST_PARAMETERS, plugin.list_peer_agents))
     tools.register(
         ctx, ToolDefinition("send_agent_message", SEND_DESCRIPTION, SEND_PARAMETERS, plugin.send_agent_message)
@@ -573,6 +601,6 @@ def apply(ctx: Context, config: Config) -> None:
         ctx,
         ToolDefinition("check_delivery", CHECK_DESCRIPTION, CHECK_PARAMETERS, plugin.check_delivery),
     )
-    ctx.on("agent/disposed", plugin.forget, global_=True)
-    ctx.on("system-prompt/assemble", hide_from_subagents)
+    ctx.on(AGENT_DISPOSED, plugin.forget, global_=True)
+    ctx.on(PROMPT_ASSEMBLE, hide_from_subagents)
     ctx.register(plugin.dispose)

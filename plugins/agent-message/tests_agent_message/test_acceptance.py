@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pydsh.agent.agent import text_of
-from pydsh.tools.registry import ToolError
+from pydsh.agent.keys import AGENTS, SYSTEM_PROMPT
+from pydsh.contract.agent import text_of
+from pydsh.contract.tools import ToolError
 
 from .world import ARCHIVED, entered, gate_call, new_id, release, text, until, world
 
@@ -163,7 +164,7 @@ async def test_6_self_archived_subagent_targets_are_rejected_and_forks_accepted(
         fork = await w.fork(agent_a)
         sub = await w.subagent(agent_a)
         persisted_sub = await w.subagent(agent_a)
-        await w.ctx.require("agents").handle(persisted_sub.id).dispose()
+        await w.ctx.require(AGENTS).handle(persisted_sub.id).dispose()
         for to in (agent_a.session_id, ""):
             assert (
                 await rejected(w.send(agent_a, to), "AGENT_MESSAGE_SELF") == "cannot send a message to your own session"
@@ -346,7 +347,7 @@ async def test_16_no_prompt_section_and_no_runtime_context(tmp_path: Path) -> No
     for plugin in (True, False):
         async with world([], plugin=plugin, cwd=str(tmp_path)) as w:
             agent = await w.root(session_id)
-            prompt = w.ctx.require("system_prompt")
+            prompt = w.ctx.require(SYSTEM_PROMPT)
             assembly = await prompt.assemble(agent.live)
             names = [t["name"] for t in assembly.tools]
             assert ("send_agent_message" in names) is plugin
@@ -378,7 +379,7 @@ async def test_a_disposed_retained_target_is_resumed_again_by_the_next_send() ->
         live = w.live(c)
         await until(lambda: turns(live.session.events) == 1)
         await live.when_idle()
-        await w.ctx.require("agents").handle(c).dispose()
+        await w.ctx.require(AGENTS).handle(c).dispose()
         assert w.live(c) is None
         await w.send(agent_a, c, "second")
         assert len(w.resumes) == 2 and w.live(c) is not None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pydsh.tools.registry import ToolError
+from pydsh.contract.tools import ToolError
 
 from .world import new_id, text, until, world
 

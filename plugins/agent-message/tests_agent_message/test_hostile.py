@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pydsh.agent.keys import SYSTEM_PROMPT
+from pydsh.contract.tools import ToolError
 from pydsh.session.errors import SessionPersistenceIOError
-from pydsh.tools.registry import ToolError
 from tests.logs import log_text, stored_log
 
 from .world import text, world
@@ -72,7 +73,7 @@ async def test_subagents_are_not_offered_the_tools_and_roots_are() -> None:
     async with world([]) as w:
         agent_a = await w.root()
         sub = await w.subagent(agent_a)
-        prompt = w.ctx.require("system_prompt")
+        prompt = w.ctx.require(SYSTEM_PROMPT)
         offered = {
             who: TOOLS & {t["name"] for t in (await prompt.assemble(live)).tools}
             for who, live in (("root", agent_a.live), ("subagent", sub))

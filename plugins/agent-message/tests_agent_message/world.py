@@ -17,14 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from pydsh import Agent as HostAgent
-from pydsh.agent.agent import AgentOptions
+from pydsh.agent.keys import AGENTS
 from pydsh.agent.registry import AgentHandle, CreateAgentOptions
+from pydsh.contract.agent import AgentOptions
+from pydsh.contract.tools import TOOLS, ToolDefinition, ToolExec, ToolOutcome
 from pydsh.kernel.cancel import NEVER
 from pydsh.kernel.context import Context
+from pydsh.kernel.keys import ServiceKey
 from pydsh.session.events import build_event
+from pydsh.session.keys import SESSION_QUERY, SESSIONS
 from pydsh.session.log import now_ms
 from pydsh.testing import ScriptedHost, scripted_host
-from pydsh.tools.registry import ToolDefinition, ToolExec, ToolOutcome
 
 DESCRIPTOR = {"version": 3, "mode": "continuable", "provider": "spawn", "label": "helper"}
 PLUGIN = "pydsh_agent_message.plugin"
@@ -54,14 +57,14 @@ class Archive:
 
 def gate_plugin(ctx: Context, config: None) -> None:
     schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-    ctx.require("tools").register(ctx, ToolDefinition("gate", "Waits for the test.", schema, gate))
+    ctx.require(TOOLS).register(ctx, ToolDefinition("gate", "Waits for the test.", schema, gate))
 
 
-gate_plugin.inject = ("tools",)  # type: ignore[attr-defined]
+gate_plugin.inject = (TOOLS,)  # type: ignore[attr-defined]
 
 
 def archive_plugin(ctx: Context, config: None) -> None:
-    ctx.provide("workspace_registry", Archive())
+    ctx.provide(ServiceKey("workspace_registry"), Archive())
 
 
 def gate_call(name: str) -> dict[str, Any]:
@@ -113,9 +116,9 @@ class World:
 
     async def fork(self, source: HostAgent) -> Any:
         """An ordinary fork of ``source``: inherits its log, header has ``parentSession`` but no origin."""
-        sessions = self.ctx.require("sessions")
+        sessions = self.ctx.require(SESSIONS)
         prefix = sessions.fork_prefix(source.live.session)
-        handle = await self.ctx.require("agents").create(
+        handle = await self.ctx.require(AGENTS).create(
             CreateAgentOptions(
                 parent_session=source.session_id,
                 prefix_events=prefix,
@@ -127,7 +130,7 @@ class World:
 
     async def subagent(self, parent: HostAgent) -> Any:
         """A live subagent of ``parent`` (header ``origin: "subagent"``)."""
-        handle = await self.ctx.require("agents").create(
+        handle = await self.ctx.require(AGENTS).create(
             CreateAgentOptions(
                 parent_session=parent.session_id,
                 origin="subagent",
@@ -139,12 +142,12 @@ class World:
         return handle.agent
 
     def live(self, session_id: str) -> Any:
-        return self.ctx.require("agents").get(session_id)
+        return self.ctx.require(AGENTS).get(session_id)
 
     async def call(self, caller: Any, tool: str, args: dict[str, Any]) -> ToolOutcome:
         """Run ``tool`` for ``caller`` (a host agent, a live agent or ``None``); rejections raise ``ToolError``."""
         live = caller.live if isinstance(caller, HostAgent) else caller
-        definition = self.ctx.require("tools").lookup(live, tool)
+        definition = self.ctx.require(TOOLS).lookup(live, tool)
         assert definition is not None, tool
         exec = ToolExec(
             call_id=new_id(),
@@ -173,13 +176,13 @@ class World:
         return value
 
     async def events(self, session_id: str) -> list[dict[str, Any]]:
-        read = await self.ctx.require("session_query").read_session(session_id)
+        read = await self.ctx.require(SESSION_QUERY).read_session(session_id)
         events: list[dict[str, Any]] = read["events"]
         return events
 
     def spy_resume(self) -> None:
         """Record every ``agents.resume`` (failing it while ``fail_resume`` holds errors) and handle disposal."""
-        registry = self.ctx.require("agents")
+        registry = self.ctx.require(AGENTS)
         original = registry.resume
         world = self
 
@@ -279,7 +282,7 @@ def file_gate_plugin(ctx: Context, config: None) -> None:
         "properties": {"ready": {"type": "string"}, "release": {"type": "string"}},
         "required": ["ready", "release"],
     }
-    ctx.require("tools").register(ctx, ToolDefinition("wait_file", "Waits for a file.", schema, wait_file))
+    ctx.require(TOOLS).register(ctx, ToolDefinition("wait_file", "Waits for a file.", schema, wait_file))
 
 
-file_gate_plugin.inject = ("tools",)  # type: ignore[attr-defined]
+file_gate_plugin.inject = (TOOLS,)  # type: ignore[attr-defined]

@@ -1,6 +1,6 @@
 """The ``team-models`` plugin: per-teammate model routes for Agent Teams (spec 08 Part B).
 
-One :class:`~pydsh.agent.ModelSelection` is installed per live teammate (never the Lead); its
+One :class:`~pydsh.plugin.ModelSelection` is installed per live teammate (never the Lead); its
 ``current`` route follows the precedence override > Team default > base and is recomputed on every
 change, so a change applies from the teammate's next step. Authority comes from the calling agent
 through the ``agent_teams`` service's public API; routes persist in the state file of ``state.py``.
@@ -18,11 +18,29 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pydsh.agent import ModelSelection, Route, install_model_selection
-from pydsh.kernel.compose import dsh_home
-from pydsh.kernel.context import Context
-from pydsh.teams.service import ROUTES_CHANGED, AgentTeams, Membership
-from pydsh.tools.registry import ToolDefinition, ToolError, ToolExec, ToolOutcome
+from pydsh.plugin import (
+    AGENT_CREATED,
+    AGENT_DISPOSED,
+    AGENT_TEAMS,
+    AGENTS,
+    LLM,
+    ROUTES_CHANGED,
+    SESSION_QUERY,
+    TEAM_ROUTES,
+    TOOLS,
+    AgentCreated,
+    AgentRef,
+    Context,
+    Membership,
+    ModelSelection,
+    Route,
+    ToolDefinition,
+    ToolError,
+    ToolExec,
+    ToolOutcome,
+    dsh_home,
+    install_model_selection,
+)
 from pydsh_team_models.state import Reports, StateStore, StorageError, TeamEntry, route_json
 
 log = logging.getLogger("pydsh_team_models")
@@ -147,8 +165,8 @@ class TeamModels:
     def __init__(self, ctx: Context, config: Config) -> None:
         self.ctx = ctx
         self.config = config
-        self.teams: AgentTeams = ctx.require("agent_teams")
-        self.llm: Any = ctx.require("llm")
+        self.teams = ctx.require(AGENT_TEAMS)
+        self.llm: Any = ctx.require(LLM)
         path = Path(config.stateFile) if config.stateFile else dsh_home() / "storages" / "team-models" / "state.json"
         self.store = StateStore(path.expanduser())
         self.store.load()
@@ -186,7 +204,7 @@ class TeamModels:
         if not known:
             return
         try:
-            rows = await self.ctx.require("session_query").list_sessions()
+            rows = await self.ctx.require(SESSION_QUERY).list_sessions()
         except Exception as exc:
             log.warning("team-models: could not list sessions, so the state file was not pruned: %s", exc)
             return
@@ -247,7 +265,7 @@ class TeamModels:
         install_model_selection(agent.ctx, installed.selection, owner=self.ctx)
         self.live[agent.id] = installed
 
-    def forget(self, payload: dict[str, Any]) -> None:
+    def forget(self, payload: AgentRef) -> None:
         agent = payload["agent"]
         installed = self.live.get(agent.id)
         if installed is not None and installed.agent is agent:
@@ -337,10 +355,10 @@ class TeamModels:
 
     async def _base(self, member_id: str) -> Route | None:
         """A teammate's own route: its live options, else its descriptor's route."""
-        live = self.ctx.require("agents").get(member_id)
+        live = self.ctx.require(AGENTS).get(member_id)
         if live is not None and live.options.provider and live.options.model:
             return Route(live.options.provider, live.options.model, live.options.reasoning_effort or None)
-        read = await self.ctx.require("session_query").read_session(member_id)
+        read = await self.ctx.require(SESSION_QUERY).read_session(member_id)
         descriptor: dict[str, Any] = next((e["data"] for e in read["events"] if e["type"] == "subagent/descriptor"), {})
         if descriptor.get("agentProvider") and descriptor.get("agentModel"):
             return Route(descriptor["agentProvider"], descriptor["agentModel"], descriptor.get("agentReasoningEffort"))
@@ -411,15 +429,15 @@ def _definition(plugin: TeamModels, name: str, body: Body) -> ToolDefinition:
 
 
 name = "team-models"
-inject = ("agent_teams", "agents", "llm", "session_query", "tools")
+inject = (AGENT_TEAMS, AGENTS, LLM, SESSION_QUERY, TOOLS)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Mount the tools in each Team member's scope and a selection on each teammate, as agents are created."""
     plugin = TeamModels(ctx, config)
     ctx.register(plugin.stop)
-    ctx.provide("team_routes", plugin)
-    tools = ctx.require("tools")
+    ctx.provide(TEAM_ROUTES, plugin)
+    tools = ctx.require(TOOLS)
 
     def mount(agent: Any) -> None:
         membership = plugin.teams.try_membership(agent)
@@ -430,10 +448,10 @@ def apply(ctx: Context, config: Config) -> None:
         if membership.role == "teammate":
             plugin.install(agent, membership)
 
-    async def on_created(payload: dict[str, Any]) -> None:
+    async def on_created(payload: AgentCreated) -> None:
         mount(payload["agent"])
 
-    ctx.on("agent/created", on_created)
-    ctx.on("agent/disposed", plugin.forget, global_=True)
-    for agent in ctx.require("agents").all():
+    ctx.on(AGENT_CREATED, on_created)
+    ctx.on(AGENT_DISPOSED, plugin.forget, global_=True)
+    for agent in ctx.require(AGENTS).all():
         mount(agent)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydsh.agent import Route
+from pydsh.plugin import PydshError, Route
 
 log = logging.getLogger("pydsh_team_models")
 VERSION = 1
@@ -172,7 +172,7 @@ def decode(raw: dict[str, Any], *, warn: bool = True) -> dict[str, TeamEntry]:
     return teams
 
 
-class StorageError(Exception):
+class StorageError(PydshError):
     """The state could not be saved; memory is unchanged."""
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydsh_team_models import state
 
+from pydsh.agent.keys import AGENTS
 from tests_team_models.world import headers, notices, settle, world
 
 A = {"provider": "provider-a", "model": "model-a"}
@@ -277,7 +278,7 @@ async def test_13_two_teams_with_a_grader_do_not_share_overrides() -> None:
 
 async def test_14_the_echo_skips_a_teammate_that_is_not_live(caplog: pytest.LogCaptureFixture) -> None:
     async with world() as w:
-        registry = w.ctx.require("agents")
+        registry = w.ctx.require(AGENTS)
         resumed: list[str] = []
         original = registry.resume
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pydsh.contract.tools import TOOLS
 from pydsh.testing import scripted_host
 from tests_team_models.world import PLUGIN, PROVIDERS, headers, world
 
@@ -74,4 +75,4 @@ async def test_without_agent_teams_the_plugin_does_nothing() -> None:
     async with scripted_host([[{"text": "hi"}]], providers=PROVIDERS, patches=[row]) as host:
         agent = await host.create_agent(provider="provider-a", model="model-a")
         assert (await agent.run("hello")).final_response == "hi"
-        assert host.ctx.require("tools").lookup(agent.live, "team_model_list") is None
+        assert host.ctx.require(TOOLS).lookup(agent.live, "team_model_list") is None

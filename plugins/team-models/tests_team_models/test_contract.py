@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from pydsh.contract.tools import TOOLS, ToolError, ToolExec
 from pydsh.kernel.cancel import NEVER
 from pydsh.teams.errors import TeamError
+from pydsh.teams.keys import AGENT_TEAMS
 from pydsh.teams.service import AgentTeams, Membership
-from pydsh.tools.registry import ToolError, ToolExec
 from tests_team_models.world import world
 
 
 async def test_the_team_service_calls_the_plugin_makes() -> None:
     async with world(members=("grader",)) as w:
-        teams: AgentTeams = w.ctx.require("agent_teams")
+        teams: AgentTeams = w.ctx.require(AGENT_TEAMS)
         lead = teams.membership(w.lead.live)
         assert isinstance(lead, Membership)
         assert (lead.role, lead.name, lead.team_id, lead.lead) == ("lead", "lead", w.lead.session_id, w.lead.live)
@@ -36,7 +37,7 @@ async def test_the_team_service_calls_the_plugin_makes() -> None:
 
 async def test_a_call_without_an_agent_is_refused() -> None:
     async with world(members=()) as w:
-        definition = w.ctx.require("tools").lookup(w.lead.live, "team_model_list")
+        definition = w.ctx.require(TOOLS).lookup(w.lead.live, "team_model_list")
         exec = ToolExec(
             call_id="c1",
             name="team_model_list",

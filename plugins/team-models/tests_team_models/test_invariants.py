@@ -11,7 +11,7 @@ from typing import Any
 from pydsh_team_models.plugin import precedence
 from pydsh_team_models.state import TeamEntry
 
-from pydsh.agent import Route
+from pydsh.plugin import Route
 from tests_team_models.world import headers, notices, world
 
 P = Route("p", "m", "high")

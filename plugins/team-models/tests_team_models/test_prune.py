@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pydsh.teams.keys import TEAM_ROUTES
 from pydsh.testing import scripted_host
 from tests_team_models.world import PROVIDERS, rows, world
 
@@ -34,7 +35,7 @@ async def test_teams_whose_lead_session_is_gone_are_pruned_at_start(tmp_path: Pa
         await w.call(w.lead, "team_model_set", {"target": "grader", "model": "provider-b/model-b"})
     add_teams(tmp_path, 50)
     async with world(dsh_home=str(tmp_path), lead_session=lead_id) as w:
-        await w.ctx.require("team_routes").pruning
+        await w.ctx.require(TEAM_ROUTES).pruning
         assert json.loads(state_path(tmp_path).read_text())["teams"] == {lead_id: {"overrides": {"grader": B}}}
         listed = await w.call(w.lead, "team_model_list", {})
         assert [m["override"] for m in listed["members"]] == [B, None]
@@ -46,7 +47,7 @@ async def test_nothing_is_pruned_while_the_session_store_lists_no_session(tmp_pa
     add_teams(tmp_path, 3)
     before = state_path(tmp_path).read_bytes()
     async with scripted_host([], providers=PROVIDERS, patches=rows(None, True), dsh_home=tmp_path) as host:
-        await host.ctx.require("team_routes").pruning
+        await host.ctx.require(TEAM_ROUTES).pruning
     assert state_path(tmp_path).read_bytes() == before
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydsh.teams.service import ROUTES_CHANGED
+from pydsh.teams.hooks import ROUTES_CHANGED
 from pydsh.teams.tools import render
 from tests_team_models.world import world
 

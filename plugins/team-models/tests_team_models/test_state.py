@@ -12,7 +12,7 @@ import pytest
 from pydsh_team_models import state
 from pydsh_team_models.state import StateStore, StorageError, TeamEntry
 
-from pydsh.agent import Route
+from pydsh.plugin import Route
 
 
 async def test_a_write_keeps_teams_another_process_wrote(tmp_path: Path) -> None:

@@ -16,10 +16,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydsh.agent.agent import user_message
+from pydsh.agent.keys import AGENTS
+from pydsh.contract.agent import user_message
+from pydsh.contract.tools import TOOLS, ToolError, ToolExec
 from pydsh.kernel.cancel import NEVER
+from pydsh.llm.hooks import LLM_STREAM
+from pydsh.session.keys import SESSION_QUERY
+from pydsh.teams.keys import AGENT_TEAMS
 from pydsh.testing import SCRIPTED_PROVIDERS, ScriptedHost, scripted_host
-from pydsh.tools.registry import ToolError, ToolExec
 
 PLUGIN = "pydsh_team_models.plugin"
 EFFORTS = ["low", "high"]
@@ -82,24 +86,24 @@ class World:
         return self.host.ctx
 
     def member_id(self, name: str, lead: Any = None) -> str:
-        teams = self.ctx.require("agent_teams")
+        teams = self.ctx.require(AGENT_TEAMS)
         state = teams.state((lead or self.lead).live)
         member = state.member_named(name)
         assert member is not None, name
         return str(member.id)
 
     def live(self, name: str, lead: Any = None) -> Any:
-        return self.ctx.require("agents").get(self.member_id(name, lead))
+        return self.ctx.require(AGENTS).get(self.member_id(name, lead))
 
     async def events(self, name: str, lead: Any = None) -> list[dict[str, Any]]:
-        read = await self.ctx.require("session_query").read_session(self.member_id(name, lead))
+        read = await self.ctx.require(SESSION_QUERY).read_session(self.member_id(name, lead))
         events: list[dict[str, Any]] = read["events"]
         return events
 
     async def call(self, caller: Any, tool: str, args: dict[str, Any]) -> Any:
         """Run ``tool`` as ``caller`` (a host agent or a live agent); the value, or ``(code, message)``."""
         live = getattr(caller, "live", caller)
-        definition = self.ctx.require("tools").lookup(live, tool)
+        definition = self.ctx.require(TOOLS).lookup(live, tool)
         assert definition is not None, tool
         exec = ToolExec(
             call_id=str(uuid.uuid4()),
@@ -169,7 +173,7 @@ class World:
                 await event.wait()
             return await nxt()
 
-        self.ctx.on("llm/stream", spy)
+        self.ctx.on(LLM_STREAM, spy)
 
     def routes_of(self, session_id: str) -> list[tuple[str, str, str | None]]:
         return [r[1:] for r in self.routes if r[0] == session_id]
@@ -179,7 +183,7 @@ async def settle(world: World, rounds: int = 3) -> None:
     """Yield until every live agent is idle with nothing pending, ``rounds`` checks in a row."""
     calm = 0
     for _ in range(4000):
-        agents = world.ctx.require("agents").all()
+        agents = world.ctx.require(AGENTS).all()
         busy = any(a.status != "idle" or a.inbox.has_pending for a in agents)
         calm = 0 if busy else calm + 1
         if calm >= rounds:

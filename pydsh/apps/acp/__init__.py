@@ -14,12 +14,17 @@ import asyncio
 import contextlib
 import signal
 import sys
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pydsh.agent.keys import AGENT_DEFAULT_MODEL, AGENTS
 from pydsh.apps.stdio import FrameWriter, StdinReader, frame_writer, pace_model_streams
+from pydsh.apps.usage import UsageError, UsageParser
+from pydsh.host.keys import APP
 from pydsh.kernel.context import Context
+from pydsh.llm.keys import LLM
+from pydsh.session.keys import SESSIONS
 
 if TYPE_CHECKING:
     from pydsh.apps.acp.bridge import Bridge
@@ -60,23 +65,14 @@ class Config(BaseModel):
         return self
 
 
-class _UsageError(Exception):
-    """A command-line problem: printed as is, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:
-        raise _UsageError(f"error: {message}")
-
-
 def parse_args(args: list[str]) -> argparse.Namespace:
-    parser = _Parser(prog="pydsh acp", usage=USAGE, add_help=False)
+    parser = UsageParser(prog="pydsh acp", usage=USAGE, add_help=False)
     parser.add_argument("-h", "--help", action="store_true")
     parser.add_argument("--provider")
     parser.add_argument("--model")
     ns = parser.parse_args(args)
     if bool(ns.provider) != bool(ns.model):
-        raise _UsageError("error: give --provider and --model together")
+        raise UsageError("give --provider and --model together")
     return ns
 
 
@@ -109,7 +105,7 @@ class AcpApp:
             return Selection(ns.provider, ns.model)
         if self.config.provider and self.config.model:
             return Selection(self.config.provider, self.config.model)
-        default = self.ctx.get("agent_default_model")
+        default = self.ctx.get(AGENT_DEFAULT_MODEL)
         if default is None:
             return None
         route = default.current_selection()
@@ -118,9 +114,9 @@ class AcpApp:
     async def run(self, host: Host, args: list[str]) -> int:
         try:
             ns = parse_args(args)
-        except _UsageError as exc:
+        except UsageError as exc:
             print(f"{exc}\nusage: {USAGE}", file=sys.stderr)
-            return 2
+            return exc.exit_code
         if ns.help:
             self.out.write(HELP.encode())
             await self.out.flush()
@@ -159,7 +155,7 @@ class AcpApp:
 
 
 name = "acp"
-inject = ("agents", "sessions", "llm")
+inject = (AGENTS, SESSIONS, LLM)
 
 
 async def apply(ctx: Context, config: Config) -> None:
@@ -167,7 +163,7 @@ async def apply(ctx: Context, config: Config) -> None:
     try:
         import acp  # noqa: F401
     except ImportError:
-        ctx.provide("app", MissingExtra())
+        ctx.provide(APP, MissingExtra())
         return
     app: AcpApp | None = None
 
@@ -176,4 +172,4 @@ async def apply(ctx: Context, config: Config) -> None:
             app.output_lost()
 
     app = AcpApp(ctx, config, await frame_writer(ctx, output_lost))
-    ctx.provide("app", app)
+    ctx.provide(APP, app)

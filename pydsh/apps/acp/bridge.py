@@ -55,6 +55,7 @@ from pydsh.apps.acp.wire import (
 from pydsh.host import AgentSpec, HostError, RunResult
 from pydsh.host.host import resume_refusal
 from pydsh.session.ids import session_id_problem
+from pydsh.session.keys import SESSION_PERSISTENCE
 
 if TYPE_CHECKING:
     from acp import Client
@@ -263,7 +264,7 @@ class Bridge:
         if cwd is not None:
             absolute_cwd(cwd)
         after = listing_key(*decode_cursor(cursor)) if cursor is not None else None
-        persistence = self.ctx.get("session_persistence")
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
         stored: list[dict[str, Any]] = await persistence.list() if persistence is not None else []
         headers = [row["header"] for row in stored if isinstance(row.get("header"), dict)]
         live = self.host.sessions

@@ -16,7 +16,8 @@ from acp.schema import (
 
 from pydsh.agent.model_selection import Route
 from pydsh.apps.acp.wire import invalid
-from pydsh.llm.types import LlmError
+from pydsh.llm.keys import LLM
+from pydsh.llm.types import LlmError, ModelInfo, ModelReasoning
 
 if TYPE_CHECKING:
     from pydsh.kernel.context import Context
@@ -60,13 +61,13 @@ class ModelOptions:
         if chosen.effort is not None:
             config["reasoningEffort"] = chosen.effort
         try:
-            await self.ctx.require("llm").resolve_call_config(config)
+            await self.ctx.require(LLM).resolve_call_config(config)
         except LlmError as exc:
             raise invalid(exc.message) from None
         return chosen
 
     async def _model_option(self, selection: Selection) -> SessionConfigOptionSelect:
-        llm = self.ctx.require("llm")
+        llm = self.ctx.require(LLM)
         groups: list[SessionConfigSelectGroup] = []
         for provider, models in await llm.catalogs():
             pid = provider["id"]
@@ -85,13 +86,12 @@ class ModelOptions:
             options=groups,
         )
 
-    async def _reasoning(self, provider: str, model: str) -> dict[str, Any] | None:
+    async def _reasoning(self, provider: str, model: str) -> ModelReasoning | None:
         try:
-            info = await self.ctx.require("llm").resolve_model_info(provider, model)
+            info = await self.ctx.require(LLM).resolve_model_info(provider, model)
         except LlmError:
             return None
-        reasoning: dict[str, Any] | None = info.get("reasoning")
-        return reasoning
+        return info.get("reasoning")
 
     async def _effort_option(self, selection: Selection) -> SessionConfigOptionSelect | None:
         reasoning = await self._reasoning(selection.provider, selection.model)
@@ -100,7 +100,7 @@ class ModelOptions:
         default = reasoning.get("defaultEffort")
         values = [] if default is not None else [SessionConfigSelectOption(value="", name="Provider default")]
         for effort in reasoning["efforts"]:
-            described = {"description": effort["description"]} if effort.get("description") else {}
+            described: dict[str, Any] = {"description": effort["description"]} if effort.get("description") else {}
             values.append(SessionConfigSelectOption(value=effort["id"], name=effort["name"], **described))
         return SessionConfigOptionSelect(
             id="reasoning_effort",
@@ -142,6 +142,6 @@ def _route_value(provider: str, model: str) -> str:
     return json.dumps([provider, model], separators=(",", ":"), ensure_ascii=False)
 
 
-def _model_entry(provider: str, info: dict[str, Any]) -> SessionConfigSelectOption:
-    described = {"description": info["description"]} if info.get("description") else {}
+def _model_entry(provider: str, info: ModelInfo) -> SessionConfigSelectOption:
+    described: dict[str, Any] = {"description": info["description"]} if info.get("description") else {}
     return SessionConfigSelectOption(value=_route_value(provider, info["id"]), name=info["name"], **described)

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from pydsh.apps.acp.wire import error_frame, frame_problem
 from pydsh.apps.stdio import FrameWriter, StdinReader
-from pydsh.sdk.framing import FrameError, LineSplitter, parse_frame
+from pydsh.wire.framing import FrameError, LineSplitter, parse_frame
 
 LINE_LIMIT = 50 * 1024 * 1024
 """The ACP library's default stdio buffer limit, kept (spec 11 §A.1): a longer line is discarded."""

@@ -11,10 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from acp.schema import ConfigOptionUpdate, PermissionOption, ToolCallUpdate, UsageUpdate
 
+from pydsh.agent.keys import WORKING_DIRECTORY
 from pydsh.agent.loop import error_chain
 from pydsh.agent.model_selection import ModelSelection
 from pydsh.apps.acp.wire import assistant_updates, tool_call_update, tool_result_update
+from pydsh.compaction.keys import TOKEN_METER
+from pydsh.llm.hooks import ADAPTERS_UPDATED, AdaptersUpdated
 from pydsh.llm.types import LlmError
+from pydsh.policy.keys import APPROVAL
+from pydsh.session.hooks import SESSION_EVENT
 
 if TYPE_CHECKING:
     from acp import Client
@@ -130,9 +135,9 @@ class Updates:
         self.closed = False
         self.usage = False
         """Whether the client takes ``usage_update``s (set from what it advertised in ``initialize``)."""
-        ctx.on("session/event", self._on_event)
-        ctx.on("llm/adapters-updated", self._on_adapters)
-        approval = ctx.get("approval")
+        ctx.on(SESSION_EVENT, self._on_event)
+        ctx.on(ADAPTERS_UPDATED, self._on_adapters)
+        approval = ctx.get(APPROVAL)
         if approval is not None:
             approval.add_answerer(ctx, self._answer_approval)
 
@@ -174,7 +179,7 @@ class Updates:
         if etype == "assistant/message":
             self._assistant_output(entry, session, event)
         elif etype == "tool/call":
-            cwd = self.ctx.require("working_directory").logged(session)
+            cwd = self.ctx.require(WORKING_DIRECTORY).logged(session)
             entry.queue.put(tool_call_update(event, cwd))
         elif etype == "tool/result" and event.get("surfaceOp") == "append":
             entry.queue.put(tool_result_update(event))
@@ -191,12 +196,12 @@ class Updates:
             return
         context = session.request_context() or {}
         window = context.get("contextWindow")
-        meter = self.ctx.get("token_meter")
+        meter = self.ctx.get(TOKEN_METER)
         if event["data"].get("usage") is not None and window and meter is not None:
             used = meter.measure(session).total_tokens
             entry.queue.put(UsageUpdate(session_update="usage_update", used=used, size=int(window)))
 
-    def _on_adapters(self, payload: dict[str, Any]) -> None:
+    def _on_adapters(self, payload: AdaptersUpdated) -> None:
         for entry in self.sessions.values():
 
             async def options(entry: BridgeSession = entry) -> Update:

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import asyncio
 
+from pydsh.agent.keys import AGENTS
 from pydsh.apps.sdk.server import HELP, Config, SdkServer
 from pydsh.apps.stdio import StdinReader, frame_writer
+from pydsh.host.keys import APP
 from pydsh.kernel.context import Context
+from pydsh.llm.keys import LLM
+from pydsh.session.keys import SESSIONS
 
 __all__ = ["HELP", "Config", "SdkServer", "apply", "inject", "name"]
 
 name = "sdk-server"
-inject = ("agents", "sessions", "llm")
+inject = (AGENTS, SESSIONS, LLM)
 
 
 async def apply(ctx: Context, config: Config) -> None:
@@ -32,4 +36,4 @@ async def apply(ctx: Context, config: Config) -> None:
     server = SdkServer(ctx, config, writer, StdinReader())
     pump = asyncio.ensure_future(server.pump())
     ctx.register(pump.cancel)
-    ctx.provide("app", server)
+    ctx.provide(APP, server)

@@ -6,14 +6,19 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from pydsh.kernel.events import define_event
-from pydsh.sdk.protocol import DELTA_NOTIFICATION, TEAM_NOTIFICATION
+from pydsh.agent.hooks import AGENT_ERROR, AGENT_STATUS, ASSISTANT_STREAM, AgentFailed, AgentStatus, AssistantStream
+from pydsh.agent.keys import AGENTS
+from pydsh.session.hooks import SESSION_CREATED, SESSION_EVENT
+from pydsh.session.keys import SESSIONS
+from pydsh.subagents.hooks import SUBAGENT_END, SubagentEnd
 from pydsh.teams.errors import TeamError
-from pydsh.teams.service import ROUTES_CHANGED
+from pydsh.teams.hooks import ROUTES_CHANGED
+from pydsh.teams.keys import AGENT_TEAMS
+from pydsh.wire.protocol import DELTA_NOTIFICATION, TEAM_NOTIFICATION
 
 if TYPE_CHECKING:
-    from pydsh.agent.agent import Agent
     from pydsh.apps.stdio import FrameWriter
+    from pydsh.contract.agent import Agent
     from pydsh.kernel.context import Context
     from pydsh.kernel.fiber import Disposer
     from pydsh.session.events import Event
@@ -21,12 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pydsh.sdk")
 
-define_event("session/event", "emit")
-define_event("session/created", "serial")
-define_event("agent/status", "emit")
-define_event("agent/error", "emit")
-define_event("agent/assistant-stream", "emit")
-define_event("subagent/end", "emit")
 
 DELTA_KINDS = {
     "text-delta": ("text", "text"),
@@ -50,12 +49,12 @@ class Notifier:
         """Sessions whose failures are recorded (those the server opened)."""
         self._announced: set[str] = set()
         self._listeners: list[Disposer] = [
-            ctx.on("session/event", self._on_session_event),
-            ctx.on("session/created", self._on_session_created),
-            ctx.on("agent/status", self._on_status),
-            ctx.on("agent/error", self._on_error),
-            ctx.on("agent/assistant-stream", self._on_stream),
-            ctx.on("subagent/end", self._on_subagent_end),
+            ctx.on(SESSION_EVENT, self._on_session_event),
+            ctx.on(SESSION_CREATED, self._on_session_created),
+            ctx.on(AGENT_STATUS, self._on_status),
+            ctx.on(AGENT_ERROR, self._on_error),
+            ctx.on(ASSISTANT_STREAM, self._on_stream),
+            ctx.on(SUBAGENT_END, self._on_subagent_end),
             ctx.on(ROUTES_CHANGED, self.send_team),
         ]
 
@@ -90,8 +89,8 @@ class Notifier:
 
     def send_team(self, lead_id: str) -> None:
         """``pydsh.team`` on opt-in: the roster a live Lead's ``list_agents`` shows, routes included."""
-        teams = self.ctx.get("agent_teams")
-        lead = self.ctx.require("agents").get(lead_id)
+        teams = self.ctx.get(AGENT_TEAMS)
+        lead = self.ctx.require(AGENTS).get(lead_id)
         if not self.team or teams is None or lead is None:
             return
         membership = teams.try_membership(lead)
@@ -107,17 +106,17 @@ class Notifier:
     def _on_session_created(self, session: Session) -> None:
         self._announce(session)
 
-    def _on_status(self, payload: dict[str, Any]) -> None:
+    def _on_status(self, payload: AgentStatus) -> None:
         agent: Agent = payload["agent"]
         self._announce(agent.session)
         self.notify("session.status", {"sessionId": agent.id, "status": payload["status"]})
 
-    def _on_error(self, payload: dict[str, Any]) -> None:
+    def _on_error(self, payload: AgentFailed) -> None:
         agent: Agent = payload["agent"]
-        if agent.id in self.watched and self.ctx.require("agents").get(agent.id) is agent:
+        if agent.id in self.watched and self.ctx.require(AGENTS).get(agent.id) is agent:
             self.failures[agent.id] = (agent.session.seq, error_message(payload["error"]))
 
-    def _on_stream(self, payload: dict[str, Any]) -> None:
+    def _on_stream(self, payload: AssistantStream) -> None:
         frame = payload["frame"]
         if not self.deltas or frame["type"] != "chunk":
             return
@@ -130,11 +129,11 @@ class Notifier:
         params |= {"index": frame["index"], "blockType": block_type, "delta": chunk[key]}
         self.notify(DELTA_NOTIFICATION, params)
 
-    def _on_subagent_end(self, payload: dict[str, Any]) -> None:
+    def _on_subagent_end(self, payload: SubagentEnd) -> None:
         if not payload.get("local"):
             return
         child: str = payload["id"]
-        live = self.ctx.require("sessions").get(child)
+        live = self.ctx.require(SESSIONS).get(child)
         parent = payload.get("parent_id") or (live.header.get("parentSession") if live is not None else None)
         if live is not None:
             self._announce(live, parent)

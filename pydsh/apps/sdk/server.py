@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydsh import __version__
+from pydsh.agent.keys import AGENTS, WORKING_DIRECTORY
 from pydsh.apps.sdk.notify import Notifier, error_message
 from pydsh.apps.stdio import FrameWriter, StdinReader, pace_model_streams
 from pydsh.host import Agent, AgentSpec, HostError
 from pydsh.host.workspace import check_workspace
 from pydsh.kernel.config import BaseModel, ConfigDict, field_validator
-from pydsh.sdk.framing import LineSplitter, decode_line
-from pydsh.sdk.protocol import (
+from pydsh.llm.keys import LLM
+from pydsh.session.ids import session_id_problem
+from pydsh.wire.framing import LineSplitter, decode_line
+from pydsh.wire.protocol import (
     INTERNAL_ERROR,
     SERVER_INFO,
     InitializeParams,
@@ -37,7 +40,6 @@ from pydsh.sdk.protocol import (
     echo_id,
     is_request_id,
 )
-from pydsh.session.ids import session_id_problem
 
 if TYPE_CHECKING:
     from pydsh.host import Host
@@ -243,7 +245,7 @@ class SdkServer:
 
     def _live(self, agent: Agent) -> Agent:
         """``agent`` while it is live; one disposed by the server's own teardown reads as "shutting down"."""
-        if self.ctx.require("agents").get(agent.session_id) is not agent.live:
+        if self.ctx.require(AGENTS).get(agent.session_id) is not agent.live:
             self._accepting()
             raise WireError(f"session agent was disposed outside the server: {agent.session_id}")
         return agent
@@ -262,7 +264,7 @@ class SdkServer:
             config["reasoningEffort"] = params.reasoningEffort
         if params.maxTokens is not None:
             config["maxTokens"] = params.maxTokens
-        await self.ctx.require("llm").resolve_call_config(config)
+        await self.ctx.require(LLM).resolve_call_config(config)
         self._defaults = AgentSpec(cwd, params.provider, params.model, params.reasoningEffort, params.maxTokens)
         self.notifier.deltas, self.notifier.team = params.deltas, params.team
         extensions = [name for name, on in (("deltas", params.deltas), ("team", params.team)) if on]
@@ -272,7 +274,7 @@ class SdkServer:
         """A route no adapter owns fails, except the built-in DeepSeek one, whose row is activated here."""
         from pydsh.llm.service import no_adapter
 
-        llm = self.ctx.require("llm")
+        llm = self.ctx.require(LLM)
         if llm.has_adapter(provider):
             return
         if provider == "deepseek-official" and self._adapter_fiber is None:
@@ -325,12 +327,12 @@ class SdkServer:
     async def _get_cwd(self, raw: dict[str, Any]) -> dict[str, Any]:
         params = WorkingDirectoryParams.model_validate(raw)
         agent = await self._cwd_agent(params.sessionId)
-        return {"cwd": self.ctx.require("working_directory").current(agent.live)}
+        return {"cwd": self.ctx.require(WORKING_DIRECTORY).current(agent.live)}
 
     async def _set_cwd(self, raw: dict[str, Any]) -> dict[str, Any]:
         params = SetWorkingDirectoryParams.model_validate(raw)
         agent = await self._cwd_agent(params.sessionId)
-        return {"cwd": self.ctx.require("working_directory").change(agent.live, params.path)}
+        return {"cwd": self.ctx.require(WORKING_DIRECTORY).change(agent.live, params.path)}
 
     async def _cwd_agent(self, session_id: str) -> Agent:
         self._initialized()

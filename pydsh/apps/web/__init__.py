@@ -16,11 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.keys import AGENTS
+from pydsh.apps.usage import UsageError
 from pydsh.apps.web.hub import WebHub
 from pydsh.apps.web.limits import Throttle, open_file_limit
-from pydsh.apps.web.options import WebOptions, WebUsageError, host_literal, is_loopback, parse_options, refusal
+from pydsh.apps.web.options import WebOptions, host_literal, is_loopback, parse_options, refusal
 from pydsh.apps.web.state import STATIC, Config, WebState
+from pydsh.host.keys import APP
 from pydsh.kernel.context import Context
+from pydsh.kernel.keys import HOST_INFO
+from pydsh.llm.keys import LLM
+from pydsh.session.keys import SESSION_INDEX, SESSIONS
 
 if TYPE_CHECKING:
     from pydsh.host import Host
@@ -41,9 +47,9 @@ class WebApp:
     async def run(self, host: Host, args: list[str]) -> int:
         try:
             options = parse_options(args)
-        except WebUsageError as exc:
+        except UsageError as exc:
             print(exc, file=sys.stderr)
-            return 2
+            return exc.exit_code
         except SystemExit as exc:
             return int(exc.code or 0)
         refused = refusal(options)
@@ -131,14 +137,14 @@ async def start_server(
     ctx = host.ctx
     port = sock.getsockname()[1]
     token = new_token()
-    info = ctx.get("host_info") or {}
+    info = ctx.get(HOST_INFO)
     state = WebState(
         ctx,
         home=dsh_home(),
         port=port,
         token=token,
         first_workspace=options.cwd,
-        profile=str(info.get("profile") or "web"),
+        profile=info["profile"] if info is not None else "web",
         config=config,
         static_dir=static_dir,
     )
@@ -218,9 +224,9 @@ def _Server(config: Any) -> Any:
 
 
 name = "web-app"
-inject = ("agents", "sessions", "llm", "session_index")
+inject = (AGENTS, SESSIONS, LLM, SESSION_INDEX)
 
 
 def apply(ctx: Context, config: Config | None) -> None:
     """Provide the ``app`` service (config: optional panels, see ``state.Config``)."""
-    ctx.provide("app", WebApp(ctx, config or Config()))
+    ctx.provide(APP, WebApp(ctx, config or Config()))

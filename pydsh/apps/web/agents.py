@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from pydsh.apps.web.errors import ApiError
 from pydsh.apps.web.summary import fold_events
 from pydsh.session.log import Session
+from pydsh.subagents.keys import SUBAGENTS
 from pydsh.subagents.names import CATALOG
 from pydsh.subagents.service import stop_reason
+from pydsh.teams.keys import TEAM_ROUTES
 
 if TYPE_CHECKING:
     from pydsh.apps.web.hub import WebHub
@@ -42,7 +44,7 @@ async def _node(hub: WebHub, session_id: str, label: str | None, team: Any, budg
         session = await hub.views.read(session_id)
     except ApiError:
         return {"sessionId": session_id, "name": session_id[:8], "status": "inactive", "children": []}
-    subagents = hub.ctx.get("subagents")
+    subagents = hub.ctx.get(SUBAGENTS)
     name = await subagents.full_name(session_id) if subagents is not None else "lead"
     fold = fold_events(session.events)
     node: dict[str, Any] = {"sessionId": session_id, "name": name}
@@ -79,7 +81,7 @@ def _model(hub: WebHub, session: Session, route: dict[str, Any], name: str) -> d
     out = dict(route or hub.views.default_route())
     member = session.header.get("origin") == "subagent"
     source = "descriptor" if member else "session"
-    routes = hub.ctx.get("team_routes")
+    routes = hub.ctx.get(TEAM_ROUTES)
     parent = session.header.get("parentSession")
     if member and routes is not None and parent:
         try:

@@ -44,6 +44,7 @@ from pydsh.apps.web.providers import ProviderBody
 from pydsh.apps.web.sse import EventStream, stream_frames
 from pydsh.apps.web.state import WebState
 from pydsh.apps.web.team import team_view
+from pydsh.subagents.keys import SUBAGENTS
 
 log = logging.getLogger("pydsh.web")
 
@@ -250,7 +251,7 @@ class Api:
         sid = request.path_params["id"]
         session = await self.hub.views.read(sid)
         summary = self.hub.views.summary(session)
-        subagents = self.hub.ctx.get("subagents")
+        subagents = self.hub.ctx.get(SUBAGENTS)
         if summary.get("parentSessionId") and subagents is not None:
             summary["name"] = await subagents.full_name(sid)
         projections = self.hub.views.projections(session)

@@ -18,7 +18,7 @@ from pydsh.apps.web.errors import ApiError
 from pydsh.apps.web.guard import MAX_BODY
 from pydsh.apps.web.limits import BODY_TIMED_OUT
 from pydsh.kernel.text import without_lone_surrogates
-from pydsh.sdk.framing import MAX_DEPTH, FrameError, FrameTooDeep, parse_frame
+from pydsh.wire.framing import MAX_DEPTH, FrameError, FrameTooDeep, parse_frame
 
 MAX_PROMPT = 1024 * 1024
 

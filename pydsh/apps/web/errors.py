@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydsh.kernel.errors import PydshError
 
-class ApiError(Exception):
+
+class ApiError(PydshError):
     """An HTTP error with a snake_case code and a one-sentence message."""
 
     def __init__(self, status: int, code: str, message: str) -> None:

@@ -14,17 +14,20 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.keys import AGENT_PRESETS, AGENTS
 from pydsh.agent.model_selection import ModelSelection
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.streams import Streams
 from pydsh.apps.web.views import SessionViews
 from pydsh.apps.web.waiting import Waiting
 from pydsh.host import Agent, AgentSpec, HostError
-from pydsh.kernel import services
+from pydsh.llm.keys import LLM
+from pydsh.policy.keys import APPROVAL, PERMISSIONS, USER_QUESTIONS
+from pydsh.session.keys import SESSION_TITLE, SESSIONS
 
 if TYPE_CHECKING:
-    from pydsh.agent.agent import Agent as LiveAgent
     from pydsh.agent.registry import AgentRegistry
+    from pydsh.contract.agent import Agent as LiveAgent
     from pydsh.host import Host
     from pydsh.kernel.fiber import Disposer
     from pydsh.session.log import SessionStore
@@ -57,20 +60,20 @@ class WebHub:
 
     @property
     def agents(self) -> AgentRegistry:
-        return services.agents(self.ctx)
+        return self.ctx.require(AGENTS)
 
     @property
     def store(self) -> SessionStore:
-        return services.sessions(self.ctx)
+        return self.ctx.require(SESSIONS)
 
     def start(self) -> None:
         """Listen to the kernel's events and answer approvals and questions."""
         ctx = self.ctx
         self._listeners += self.streams.listen()
-        approval = ctx.get("approval")
+        approval = ctx.get(APPROVAL)
         if approval is not None:
             self._listeners.append(approval.add_answerer(ctx, self.waiting.answer_approval))
-        questions = ctx.get("user_questions")
+        questions = ctx.get(USER_QUESTIONS)
         if questions is not None:
             self._listeners.append(questions.add_answerer(ctx, self.waiting.answer_questions))
 
@@ -117,7 +120,7 @@ class WebHub:
         return agent
 
     def _roster_ids(self) -> set[str]:
-        roster = self.ctx.get("agent_presets")
+        roster = self.ctx.get(AGENT_PRESETS)
         if roster is None or not roster.configured:
             return set()
         return {str(p["id"]) for p in roster.list()}
@@ -185,7 +188,7 @@ class WebHub:
         self.cancel(session_id)
 
     def set_permission(self, agent: LiveAgent, preset: str) -> str:
-        permissions = self.ctx.get("permissions")
+        permissions = self.ctx.get(PERMISSIONS)
         if permissions is None:
             raise ApiError(404, "feature_unavailable", "Permission presets are not composed.")
         try:
@@ -196,7 +199,7 @@ class WebHub:
 
     async def check_route(self, model: dict[str, Any]) -> None:
         """422 unless the provider has an adapter and the model (and effort) are in its catalog."""
-        llm = self.ctx.require("llm")
+        llm = self.ctx.require(LLM)
         provider, model_id, effort = model["provider"], model["model"], model.get("effort")
         if not llm.has_adapter(provider):
             raise ApiError(422, "unknown_model", f'Unknown provider "{provider}".')
@@ -204,9 +207,8 @@ class WebHub:
         info = next((m for m in catalog if m["id"] == model_id), None)
         if catalog and info is None:
             raise ApiError(422, "unknown_model", f'Provider "{provider}" has no model "{model_id}".')
-        efforts = [
-            e["id"] if isinstance(e, dict) else e for e in (info or {}).get("reasoning", {}).get("efforts") or []
-        ]
+        reasoning = info.get("reasoning") if info is not None else None
+        efforts = [e["id"] for e in reasoning["efforts"]] if reasoning else []
         if effort is not None and effort not in efforts:
             raise ApiError(422, "unknown_effort", f'Model "{model_id}" offers no effort "{effort}".')
 
@@ -230,7 +232,7 @@ class WebHub:
 
     async def set_title(self, session_id: str, title: str) -> str:
         """Rename: a ``session/title`` with ``source: {kind: "user"}`` (F5); empty is 422."""
-        titles = self.ctx.get("session_title")
+        titles = self.ctx.get(SESSION_TITLE)
         if titles is None:
             raise ApiError(404, "feature_unavailable", "Session titles are not composed.")
         if not title.strip():

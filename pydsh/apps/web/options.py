@@ -6,7 +6,8 @@ import argparse
 import ipaddress
 import os
 from dataclasses import dataclass, field
-from typing import NoReturn
+
+from pydsh.apps.usage import UsageError, UsageParser
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3080
@@ -14,10 +15,6 @@ USAGE = (
     "pydsh web [--patch FILE]... [--host 127.0.0.1] [--port 3080] [--no-open] [--allow-public]\n"
     "                 [--trusted-host NAME]... [--cwd DIR]"
 )
-
-
-class WebUsageError(Exception):
-    """A command-line problem: printed as is, exit code 2."""
 
 
 @dataclass(frozen=True)
@@ -32,14 +29,9 @@ class WebOptions:
     cwd: str = field(default_factory=os.getcwd)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise WebUsageError(f"error: {message}")
-
-
 def parse_options(args: list[str]) -> WebOptions:
     """The app's own options (launcher options such as ``--patch`` were taken before)."""
-    parser = _Parser(prog="pydsh web", usage=USAGE, description="Serve the pydsh browser frontend.")
+    parser = UsageParser(prog="pydsh web", usage=USAGE, description="Serve the pydsh browser frontend.")
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=DEFAULT_PORT, help="TCP port; 0 picks a free one")
     parser.add_argument("--no-open", action="store_true", help="do not open a browser")
@@ -49,7 +41,7 @@ def parse_options(args: list[str]) -> WebOptions:
     ns = parser.parse_args(args)
     cwd = os.path.abspath(os.path.expanduser(ns.cwd or os.getcwd()))
     if not os.path.isdir(cwd):
-        raise WebUsageError(f'error: --cwd "{ns.cwd}" is not an existing directory')
+        raise UsageError(f'--cwd "{ns.cwd}" is not an existing directory')
     return WebOptions(
         host=ns.host,
         port=ns.port,

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydsh.apps.web.errors import ApiError
 from pydsh.apps.web.files import read_json, write_json, write_text
 from pydsh.kernel.context import Context
+from pydsh.llm.keys import LLM
+from pydsh.llm.types import ModelInfo
 
 log = logging.getLogger("pydsh.web")
 
@@ -89,7 +91,7 @@ class Providers:
 
     async def listed(self) -> list[dict[str, Any]]:
         """Configured routes with their models and efforts (F26, F41)."""
-        llm = self.ctx.require("llm")
+        llm = self.ctx.require(LLM)
         providers = []
         for info, catalog in await llm.catalogs():
             pid = info["id"]
@@ -227,13 +229,13 @@ def _key_env(adapter: Any, provider: str) -> tuple[bool, str | None]:
     return True, None
 
 
-def _model_view(info: dict[str, Any]) -> dict[str, Any]:
+def _model_view(info: ModelInfo) -> dict[str, Any]:
     out: dict[str, Any] = {"id": info["id"], "label": info.get("name") or info["id"]}
     window = (info.get("context") or {}).get("contextWindow")
     if window:
         out["contextWindow"] = window
-    efforts = (info.get("reasoning") or {}).get("efforts") or []
-    out["efforts"] = [e["id"] if isinstance(e, dict) else str(e) for e in efforts]
+    reasoning = info.get("reasoning")
+    out["efforts"] = [e["id"] for e in reasoning["efforts"]] if reasoning else []
     return out
 
 

@@ -24,13 +24,18 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from pydsh import __version__
+from pydsh.agent.keys import AGENT_DEFAULT_MODEL
 from pydsh.apps.web.auth import CookieSigner, SignInToken, load_secret, web_dir
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.files import read_json, write_json
 from pydsh.apps.web.limits import Limits
 from pydsh.apps.web.providers import Providers, escaped
 from pydsh.apps.web.summary import workspace_id
+from pydsh.contract.tools import TOOLS
 from pydsh.kernel.context import Context
+from pydsh.policy.keys import PERMISSIONS
+from pydsh.session.keys import SESSION_PERSISTENCE
+from pydsh.teams.keys import AGENT_TEAMS
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -147,9 +152,9 @@ class WebState:
     # -- info and panels ------------------------------------------------------------------------
 
     def info(self) -> dict[str, Any]:
-        permissions = self.ctx.get("permissions")
+        permissions = self.ctx.get(PERMISSIONS)
         values = self.settings()["values"]
-        default_model = self.ctx.get("agent_default_model")
+        default_model = self.ctx.get(AGENT_DEFAULT_MODEL)
         route = dict(default_model.current_selection()) if default_model is not None else {}
         defaults: dict[str, Any] = {
             "permissionPreset": values["general.defaultPermissionPreset"]
@@ -182,11 +187,11 @@ class WebState:
         ]
 
     def teams_composed(self) -> bool:
-        return self.ctx.get("agent_teams") is not None
+        return self.ctx.get(AGENT_TEAMS) is not None
 
     def agent_message_composed(self) -> bool:
         """Whether the ``agent-message`` plugin (09) registered its global ``send_agent_message`` tool."""
-        tools = self.ctx.get("tools")
+        tools = self.ctx.get(TOOLS)
         return tools is not None and tools.lookup(None, "send_agent_message") is not None
 
     def _load_panels(self, config: Config) -> list[Panel]:
@@ -326,7 +331,7 @@ class WebState:
         live = hub.store.get(session_id)
         if live is not None:
             await hub.store.flush(live)
-        persistence = self.ctx.get("session_persistence")
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
         find = getattr(persistence, "find", None)
         directory = await _thread(find, session_id) if find is not None else None
         if directory is not None:

@@ -8,13 +8,17 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.hooks import AGENT_DISPOSED, AGENT_STATUS, ASSISTANT_STREAM, AgentRef, AgentStatus, AssistantStream
 from pydsh.apps.web.fanout import Subscriber, Topic
 from pydsh.apps.web.team import lead_of, team_view
 from pydsh.apps.web.views import METER_KEYS
+from pydsh.session.hooks import SESSION_EVENT
+from pydsh.session.keys import SESSION_PROJECTIONS
+from pydsh.teams.keys import AGENT_TEAMS
 
 if TYPE_CHECKING:
-    from pydsh.agent.agent import Agent
     from pydsh.apps.web.hub import WebHub
+    from pydsh.contract.agent import Agent
     from pydsh.kernel.fiber import Disposer
     from pydsh.session.events import Event
     from pydsh.session.log import Session
@@ -45,16 +49,16 @@ class Streams:
         """Subscribe to the kernel's events; the disposers of those subscriptions."""
         ctx = self.hub.ctx
         listeners = [
-            ctx.on("session/event", self._on_session_event),
-            ctx.on("agent/status", self._on_status),
-            ctx.on("agent/assistant-stream", self._on_stream),
-            ctx.on("agent/disposed", self._on_disposed),
+            ctx.on(SESSION_EVENT, self._on_session_event),
+            ctx.on(AGENT_STATUS, self._on_status),
+            ctx.on(ASSISTANT_STREAM, self._on_stream),
+            ctx.on(AGENT_DISPOSED, self._on_disposed),
         ]
-        if ctx.get("agent_teams") is not None:
-            from pydsh.teams.service import ROUTES_CHANGED
+        if ctx.get(AGENT_TEAMS) is not None:
+            from pydsh.teams.hooks import ROUTES_CHANGED
 
             listeners.append(ctx.on(ROUTES_CHANGED, self._mark_team))
-        projections = ctx.get("session_projections")
+        projections = ctx.get(SESSION_PROJECTIONS)
         if projections is not None:
             listeners.append(projections.on_changed(ctx, self._on_projection))
         return listeners
@@ -107,7 +111,7 @@ class Streams:
         except Exception:
             log.warning("web fan-out of a session event failed", exc_info=True)
 
-    def _on_status(self, payload: dict[str, Any]) -> None:
+    def _on_status(self, payload: AgentStatus) -> None:
         agent: Agent = payload["agent"]
         status = "running" if payload["status"] == "running" else "idle"
         self.sessions_topic.publish(agent.id, ("status", {"status": status}, None))
@@ -118,7 +122,7 @@ class Streams:
             if lead is not None:
                 self._mark_team(lead)
 
-    def _on_stream(self, payload: dict[str, Any]) -> None:
+    def _on_stream(self, payload: AssistantStream) -> None:
         frame = payload["frame"]
         sid = payload["agent"].id
         if frame["type"] == "start":
@@ -129,7 +133,7 @@ class Streams:
             self.inflight.setdefault(sid, []).append(frame)
         self.sessions_topic.publish(sid, ("assistant-stream", frame, None))
 
-    def _on_disposed(self, payload: dict[str, Any]) -> None:
+    def _on_disposed(self, payload: AgentRef) -> None:
         """Forget what was kept for a session that left memory (its log is read again if asked)."""
         agent: Agent = payload["agent"]
         header = agent.session.header

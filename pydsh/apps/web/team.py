@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydsh.teams.keys import AGENT_TEAMS
+
 if TYPE_CHECKING:
     from pydsh.apps.web.hub import WebHub
 
@@ -12,7 +14,7 @@ SOURCES = {"override": "team-override", "team-default": "team-default"}
 
 def team_view(hub: WebHub, session_id: str) -> dict[str, Any] | None:
     """``{members, tasks}`` of the Team ``session_id`` leads (``None`` when it leads none or Teams is absent)."""
-    teams = hub.ctx.get("agent_teams")
+    teams = hub.ctx.get(AGENT_TEAMS)
     lead = hub.agents.get(session_id)
     if teams is None or lead is None:
         return None
@@ -39,7 +41,7 @@ def team_view(hub: WebHub, session_id: str) -> dict[str, Any] | None:
 
 def lead_of(hub: WebHub, session_id: str) -> str | None:
     """The id of the live Lead of the Team ``session_id`` belongs to, if any."""
-    teams = hub.ctx.get("agent_teams")
+    teams = hub.ctx.get(AGENT_TEAMS)
     agent = hub.agents.get(session_id)
     if teams is None or agent is None:
         return None

@@ -13,9 +13,13 @@ import re
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.keys import AGENT_DEFAULT_MODEL, AGENT_PRESETS
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.summary import SessionFold, fold_events, workspace_id
+from pydsh.compaction.keys import COMPACTION
+from pydsh.policy.keys import PERMISSIONS
 from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
+from pydsh.session.keys import SESSION_INDEX, SESSION_PERSISTENCE, SESSION_PROJECTIONS, SESSION_QUERY, SESSION_TITLE
 from pydsh.session.summary import SummaryFold
 from pydsh.session.title import TITLE
 
@@ -51,7 +55,7 @@ class SessionViews:
         live = self.hub.store.get(session_id)
         if live is not None:
             return live
-        persistence = self.ctx.get("session_persistence")
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
         revision = None
         if persistence is not None:
             try:
@@ -73,7 +77,7 @@ class SessionViews:
 
     async def _read_stored(self, session_id: str) -> Session:
         try:
-            session: Session = await self.ctx.require("session_query").read(session_id)
+            session: Session = await self.ctx.require(SESSION_QUERY).read(session_id)
         except SessionPersistenceNotFoundError:
             raise not_found(f'Session "{session_id}"') from None
         except SessionError as exc:
@@ -117,7 +121,7 @@ class SessionViews:
         state = session.fold(TITLE)
         if state is not None:
             return str(state["title"])
-        titles = self.ctx.get("session_title")
+        titles = self.ctx.get(SESSION_TITLE)
         found = titles.fallback_for(session.events) if titles is not None else None
         return str(found[0]) if found is not None else UNTITLED
 
@@ -158,7 +162,7 @@ class SessionViews:
 
     def permission_of(self, session_id: str, fold: SummaryFold) -> str:
         """The live agent's preset, else the last logged one, else the default."""
-        permissions = self.ctx.get("permissions")
+        permissions = self.ctx.get(PERMISSIONS)
         agent = self.hub.agents.get(session_id)
         if permissions is not None and agent is not None:
             return str(permissions.preset(agent))
@@ -167,7 +171,7 @@ class SessionViews:
         return str(permissions.default_preset) if permissions is not None else "workspace-write"
 
     def default_route(self) -> dict[str, Any]:
-        default = self.ctx.get("agent_default_model")
+        default = self.ctx.get(AGENT_DEFAULT_MODEL)
         return dict(default.current_selection()) if default is not None else {"provider": "", "model": ""}
 
     # -- lists ----------------------------------------------------------------------------------
@@ -175,7 +179,7 @@ class SessionViews:
     @property
     def index(self) -> SessionIndex:
         """The session index, which the ``web-app`` row injects."""
-        index: SessionIndex = self.ctx.require("session_index")
+        index: SessionIndex = self.ctx.require(SESSION_INDEX)
         return index
 
     def _live_roots(self) -> list[Session]:
@@ -245,7 +249,7 @@ class SessionViews:
     def projections(self, session: Session) -> dict[str, Any]:
         """The projection values of ``GET /api/sessions/{id}``."""
         fold = self.fold(session)
-        registry = self.ctx.get("session_projections")
+        registry = self.ctx.get(SESSION_PROJECTIONS)
         meter = registry.snapshot(session, METER_KEYS)["values"] if registry is not None else {}
         source = (session.fold(TITLE) or {}).get("source", {"kind": "fallback"})
         return {
@@ -262,9 +266,9 @@ class SessionViews:
     async def compaction_budget(self, session: Session) -> dict[str, int] | None:
         """``{thresholdTokens, contextWindow}`` of the session's compaction trigger (F39's warning), if any."""
         agent = self.hub.agents.get(session.id)
-        roster = self.ctx.get("agent_presets")
-        engine = roster.service_for(agent, "compaction") if roster is not None and agent is not None else None
-        engine = engine or self.ctx.get("compaction")
+        roster = self.ctx.get(AGENT_PRESETS)
+        engine = roster.service_for(agent, COMPACTION) if roster is not None and agent is not None else None
+        engine = engine or self.ctx.get(COMPACTION)
         budgets = getattr(engine, "budgets", None)
         target = session.request_header()
         if budgets is None or target is None:

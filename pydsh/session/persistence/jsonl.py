@@ -58,6 +58,8 @@ from pydsh.session.events import (
     inherited_event_count,
     version_gate,
 )
+from pydsh.session.hooks import SESSION_EVENT, SESSION_FLUSH
+from pydsh.session.keys import SESSION_PERSISTENCE, SESSIONS
 from pydsh.session.log import Session
 from pydsh.session.persistence.base import Access, SessionHandle, SessionPersistence
 
@@ -1003,14 +1005,14 @@ def _header_frame(fh: BinaryIO, path: Path) -> bytes:
 
 
 name = "session-persistence-jsonl"
-inject = ("sessions",)
+inject = (SESSIONS,)
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Provide ``session_persistence`` and copy committed events into their write handles."""
     store = JsonlPersistence(Path(config.root).expanduser(), compression=config.compression)
     seam: SessionPersistence = store
-    ctx.provide("session_persistence", seam)
+    ctx.provide(SESSION_PERSISTENCE, seam)
 
     def on_event(session: Session, event: Event) -> None:
         handle = store.handle_of(session.id)
@@ -1022,6 +1024,6 @@ def apply(ctx: Context, config: Config) -> None:
         if handle is not None and not handle.closed:
             await handle.flush()
 
-    ctx.on("session/event", on_event)
-    ctx.on("session/flush", on_flush)
+    ctx.on(SESSION_EVENT, on_event)
+    ctx.on(SESSION_FLUSH, on_flush)
     ctx.effect(lambda: store.close_all)

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from pydsh.agent.keys import AGENTS
 from pydsh.apps.web import RunningServer, bind, start_server
 from pydsh.apps.web.options import WebOptions
 from pydsh.apps.web.state import Config
@@ -59,7 +60,7 @@ class Web:
         return dict(response.json())
 
     async def idle(self, session_id: str) -> None:
-        agent = self.host.ctx.require("agents").get(session_id)
+        agent = self.host.ctx.require(AGENTS).get(session_id)
         await agent.when_idle()
 
 

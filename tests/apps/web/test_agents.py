@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.keys import AGENTS
 from pydsh.agent.presets import preset_setup
 from pydsh.agent.registry import CreateAgentOptions
 from pydsh.apps.web.state import Config, PanelConfig
+from pydsh.subagents.keys import SUBAGENTS
 from tests.apps.web.conftest import Web, open_web
 from tests.apps.web.test_api import read_stream
 
@@ -25,8 +27,8 @@ def calls(*items: dict[str, Any]) -> dict[str, Any]:
 
 async def quiet(web: Web, timeout: float = 20) -> None:
     """Until no agent runs or holds input and every activation settled, three polls in a row."""
-    service = web.host.ctx.require("subagents")
-    agents = web.host.ctx.require("agents")
+    service = web.host.ctx.require(SUBAGENTS)
+    agents = web.host.ctx.require(AGENTS)
 
     async def poll() -> None:
         calm = 0
@@ -140,7 +142,7 @@ async def test_cross_session_messages_show_their_delivery_state(isolated_home: P
         panels = (await web.client.get("/api/ui/panels")).json()["panels"]
         assert panels == [{"id": "messages", "url": "/static/v0.1.0/messages.js", "status": "ready"}]
         ctx = web.host.ctx
-        peer = await ctx.require("agents").create(
+        peer = await ctx.require(AGENTS).create(
             CreateAgentOptions(session_id="peer-b", cwd=str(web.workspace), setup=preset_setup(ctx))
         )
         try:

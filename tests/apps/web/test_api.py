@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from pydsh.agent.keys import AGENTS
+from pydsh.session.keys import SESSION_PERSISTENCE, SESSION_QUERY, SESSIONS
 from tests.apps.web.conftest import ESCALATE, JSON, Web, open_web
 from tests.logs import log_text, stored_log
 
@@ -72,7 +74,7 @@ async def test_create_with_a_prompt_runs_it_and_lists_the_session(web: Web) -> N
     assert detail["projections"]["tokenUsage"]["outputTokens"] >= 0
     assert detail["pending"] == {"approvals": [], "questions": [], "queued": []}
     assert detail["projections"]["compaction"] == {"thresholdTokens": 62464, "contextWindow": 128000}
-    user = [e for e in web.host.ctx.require("sessions").get(session["sessionId"]).events if e["type"] == "user/message"]
+    user = [e for e in web.host.ctx.require(SESSIONS).get(session["sessionId"]).events if e["type"] == "user/message"]
     assert user[0]["data"]["source"]["kind"] == "user" and user[0]["data"]["source"]["rpcId"]
 
 
@@ -83,7 +85,7 @@ async def test_the_prompt_source_carries_client_message_id_and_zone(web: Web) ->
     assert response.status_code == 202
     assert set(response.json()) == {"messageId", "queued", "acceptedAtSeq"}
     await web.idle(sid)
-    events = web.host.ctx.require("sessions").get(sid).events
+    events = web.host.ctx.require(SESSIONS).get(sid).events
     first = next(e for e in events if e["type"] == "user/message")
     assert first["data"]["source"] == {"kind": "user", "rpcId": "c-1", "clientTimeZone": "Europe/Paris"}
 
@@ -103,7 +105,7 @@ async def test_stream_replays_then_follows_live_without_gap_or_duplicate(web: We
     assert "running" in {f[1]["status"] for f in frames if f[0] == "status"}
     kinds = [f[1]["type"] for f in frames if f[0] == "assistant-stream"]
     assert kinds[0] == "start" and "end" in kinds
-    log = web.host.ctx.require("sessions").get(sid).events
+    log = web.host.ctx.require(SESSIONS).get(sid).events
     again = await read_stream(web, sid, turn_ended, after=seqs[2])
     replayed = [f[1]["seq"] for f in again if f[0] == "session-event"]
     assert replayed == [e["seq"] for e in log if e["seq"] > seqs[2]]
@@ -126,7 +128,7 @@ async def test_events_pages_start_at_turn_boundaries(web: Web) -> None:
     await web.idle(sid)
     await web.post(f"/api/sessions/{sid}/prompt", {"text": "two", "mode": "queue"})
     await web.idle(sid)
-    log = web.host.ctx.require("sessions").get(sid).events
+    log = web.host.ctx.require(SESSIONS).get(sid).events
     tail = (await web.client.get(f"/api/sessions/{sid}/events", params={"tail": "turns:1"})).json()
     assert tail["events"][0]["type"] == "turn/start" or tail["firstSeq"] == 0
     assert tail["lastSeq"] == log[-1]["seq"]
@@ -157,7 +159,7 @@ async def test_approval_is_answered_from_the_browser_and_a_second_answer_is_409(
     again = await web.post(url, {"outcome": "rejected"})
     assert again.status_code == 409
     assert again.json()["error"]["code"] == "already_decided"
-    events = web.host.ctx.require("sessions").get(sid).events
+    events = web.host.ctx.require(SESSIONS).get(sid).events
     asked = [e for e in events if e["type"] == "approval/asked"]
     settled = [e for e in events if e["type"] == "approval/decided"]
     assert asked[0]["data"]["id"] == ask["approvalId"]
@@ -176,7 +178,7 @@ async def test_a_rejected_approval_gives_the_rejection_result(web: Web) -> None:
     response = await web.post(f"/api/sessions/{sid}/approvals/{ask.approval_id}", {"outcome": "rejected"})
     assert response.status_code == 200
     await web.idle(sid)
-    events = web.host.ctx.require("sessions").get(sid).events
+    events = web.host.ctx.require(SESSIONS).get(sid).events
     assert any(e["type"] == "approval/decided" and e["data"]["outcome"] == "rejected" for e in events)
     result = next(e for e in events if e["type"] == "tool/result")
     assert result["data"]["message"].get("isError")
@@ -187,8 +189,8 @@ async def test_stopping_the_server_cancels_a_waiting_approval(web: Web) -> None:
     sid = (await web.new_session("Run it"))["session"]["sessionId"]
     await until(lambda: web.server.hub.waiting.approvals)
     await web.server.hub.stop()
-    assert web.host.ctx.require("sessions").get(sid) is None
-    events = (await web.host.ctx.require("session_query").read_session(sid))["events"]
+    assert web.host.ctx.require(SESSIONS).get(sid) is None
+    events = (await web.host.ctx.require(SESSION_QUERY).read_session(sid))["events"]
     ends = [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"]
     assert ends == ["aborted"]
     assert [e["data"]["outcome"] for e in events if e["type"] == "approval/decided"] == ["cancelled"]
@@ -197,7 +199,7 @@ async def test_stopping_the_server_cancels_a_waiting_approval(web: Web) -> None:
 @pytest.mark.parametrize("script", [[{"hang": True}, {"text": "second"}]])
 async def test_queue_while_running_and_removing_a_queued_prompt(web: Web) -> None:
     sid = (await web.new_session("first"))["session"]["sessionId"]
-    agent = web.host.ctx.require("agents").get(sid)
+    agent = web.host.ctx.require(AGENTS).get(sid)
     await until(lambda: agent.status == "running")
     queued = await web.post(f"/api/sessions/{sid}/prompt", {"text": "never run me", "mode": "queue"})
     assert queued.status_code == 202 and queued.json()["queued"] is True
@@ -214,7 +216,7 @@ async def test_queue_while_running_and_removing_a_queued_prompt(web: Web) -> Non
     assert gone.status_code == 409 and gone.json()["error"]["code"] == "already_claimed"
     assert (await web.post(f"/api/sessions/{sid}/cancel", {})).status_code == 202
     await web.idle(sid)
-    events = web.host.ctx.require("sessions").get(sid).events
+    events = web.host.ctx.require(SESSIONS).get(sid).events
     texts = [json.dumps(e["data"]) for e in events if e["type"] == "user/message"]
     assert not any("never run me" in t for t in texts)
     ends = [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"]
@@ -232,7 +234,7 @@ async def test_permission_title_and_model_changes_are_logged(web: Web) -> None:
     assert (await web.put(f"/api/sessions/{sid}/model", model)).json() == {"model": model}
     bad = await web.put(f"/api/sessions/{sid}/model", {"provider": "deepseek-official", "model": "nope"})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "unknown_model"
-    events = web.host.ctx.require("sessions").get(sid).events
+    events = web.host.ctx.require(SESSIONS).get(sid).events
     assert [e["data"]["preset"] for e in events if e["type"] == "permission/preset"] == ["workspace-write", "read-only"]
     title = [e for e in events if e["type"] == "session/title"][-1]["data"]
     assert title["title"] == "My title" and title["source"] == {"kind": "user"}
@@ -248,7 +250,7 @@ async def test_log_download_is_the_stored_log(web: Web) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/x-ndjson")
     assert f'filename="{sid}.session.v4.jsonl"' in response.headers["content-disposition"]
-    persistence = web.host.ctx.require("session_persistence")
+    persistence = web.host.ctx.require(SESSION_PERSISTENCE)
     assert response.text == log_text(stored_log(persistence.find(sid)))
     lines = [json.loads(line) for line in response.text.splitlines()]
     assert lines[0]["type"] == "session" and lines[0]["version"] == 4
@@ -351,7 +353,7 @@ ASK = {
 
 
 def tool_result_text(web: Web, session_id: str) -> str:
-    events = web.host.ctx.require("sessions").get(session_id).events
+    events = web.host.ctx.require(SESSIONS).get(session_id).events
     result = next(e for e in events if e["type"] == "tool/result")
     return "".join(b["text"] for b in result["data"]["message"]["content"])
 
@@ -486,7 +488,7 @@ async def test_models_list_effort_ids_and_a_change_names_one(isolated_home: Any,
         assert (await web.put(f"/api/sessions/{sid}/model", route)).json() == {"model": route}
         wrong = await web.put(f"/api/sessions/{sid}/model", {**route, "effort": "ludicrous"})
         assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "unknown_effort"
-        events = web.host.ctx.require("sessions").get(sid).events
+        events = web.host.ctx.require(SESSIONS).get(sid).events
         assert [e["data"] for e in events if e["type"] == "model/selection"] == [
             {"provider": "deepseek-official", "model": "deepseek-v4-flash", "reasoningEffort": "high"}
         ]

@@ -10,9 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from pydsh.agent.agent import user_message
+from pydsh.agent.keys import AGENTS
 from pydsh.agent.presets import preset_setup
 from pydsh.agent.registry import CreateAgentOptions
+from pydsh.contract.agent import user_message
+from pydsh.session.keys import SESSION_PERSISTENCE, SESSION_QUERY, SESSIONS
 from tests.apps.web.conftest import JSON, Web
 from tests.logs import log_lines, stored_log
 
@@ -30,10 +32,10 @@ def one_line_error(response: httpx.Response, status: int, code: str | None = Non
 
 async def stored_log_is_sound(web: Web, session_id: str) -> None:
     """Every line of the stored log parses and the log reads back validated."""
-    await web.host.ctx.require("sessions").flush(web.host.ctx.require("sessions").get(session_id))
-    lines = log_lines(stored_log(web.host.ctx.require("session_persistence").find(session_id)))
+    await web.host.ctx.require(SESSIONS).flush(web.host.ctx.require(SESSIONS).get(session_id))
+    lines = log_lines(stored_log(web.host.ctx.require(SESSION_PERSISTENCE).find(session_id)))
     assert all(json.loads(line) for line in lines)
-    read = await web.host.ctx.require("session_query").read_session(session_id)
+    read = await web.host.ctx.require(SESSION_QUERY).read_session(session_id)
     assert len(read["events"]) == len(lines) - 1
 
 
@@ -60,7 +62,7 @@ async def test_oversize_bodies_are_413(web: Web) -> None:
     assert (await web.post(f"/api/sessions/{sid}/prompt", {"text": "still fine"})).status_code == 202
     await web.idle(sid)
     await stored_log_is_sound(web, sid)
-    events = web.host.ctx.require("sessions").get(sid).events
+    events = web.host.ctx.require(SESSIONS).get(sid).events
     assert [
         e["data"]["content"][0]["text"]
         for e in events
@@ -83,7 +85,7 @@ async def test_unknown_fields_are_422_naming_the_field(web: Web) -> None:
 
 async def test_bad_prompts_are_refused_before_anything_is_queued(web: Web) -> None:
     sid = (await web.new_session())["session"]["sessionId"]
-    before = len(web.host.ctx.require("sessions").get(sid).events)
+    before = len(web.host.ctx.require(SESSIONS).get(sid).events)
     one_line_error(
         await web.post(f"/api/sessions/{sid}/prompt", {"text": "hi", "clientTimeZone": "Mars/Olympus"}),
         422,
@@ -93,14 +95,14 @@ async def test_bad_prompts_are_refused_before_anything_is_queued(web: Web) -> No
     one_line_error(await web.post(f"/api/sessions/{sid}/prompt", {"text": "hi", "mode": "shout"}), 422, "invalid_field")
     one_line_error(await web.post("/api/sessions/no-such-session/prompt", {"text": "hi"}), 404, "not_found")
     one_line_error(await web.post("/api/sessions", {"cwd": str(web.workspace / "missing")}), 422, "not_a_directory")
-    assert len(web.host.ctx.require("sessions").get(sid).events) == before
+    assert len(web.host.ctx.require(SESSIONS).get(sid).events) == before
 
 
 async def test_a_prompt_to_a_member_session_is_409(web: Web) -> None:
     lead = (await web.new_session("lead work"))["session"]["sessionId"]
     await web.idle(lead)
     ctx = web.host.ctx
-    handle = await ctx.require("agents").create(
+    handle = await ctx.require(AGENTS).create(
         CreateAgentOptions(cwd=str(web.workspace), parent_session=lead, origin="subagent", setup=preset_setup(ctx))
     )
     try:
@@ -119,7 +121,7 @@ async def test_a_prompt_to_a_session_owned_by_another_process_is_409(web: Web) -
     sid = (await web.new_session("mine"))["session"]["sessionId"]
     await web.idle(sid)
     await web.host.agent(sid).close()
-    lock = web.host.ctx.require("session_persistence").find(sid) / "session.lock"
+    lock = web.host.ctx.require(SESSION_PERSISTENCE).find(sid) / "session.lock"
     fd = os.open(lock, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -135,7 +137,7 @@ async def test_a_prompt_to_a_session_owned_by_another_process_is_409(web: Web) -
     await web.idle(sid)
     await stored_log_is_sound(web, sid)
     texts = [
-        json.dumps(e["data"]) for e in web.host.ctx.require("sessions").get(sid).events if e["type"] == "user/message"
+        json.dumps(e["data"]) for e in web.host.ctx.require(SESSIONS).get(sid).events if e["type"] == "user/message"
     ]
     assert not any("steal it" in t for t in texts)
 
@@ -187,7 +189,7 @@ async def test_a_stored_member_session_is_not_resumed_by_the_page(web: Web) -> N
     lead = (await web.new_session("lead"))["session"]["sessionId"]
     await web.idle(lead)
     ctx = web.host.ctx
-    handle = await ctx.require("agents").create(
+    handle = await ctx.require(AGENTS).create(
         CreateAgentOptions(cwd=str(web.workspace), parent_session=lead, origin="subagent", setup=preset_setup(ctx))
     )
     member = handle.agent.id
@@ -195,7 +197,7 @@ async def test_a_stored_member_session_is_not_resumed_by_the_page(web: Web) -> N
     await handle.agent.when_idle()
     await handle.dispose()
     one_line_error(await web.put(f"/api/sessions/{member}/permission", {"preset": "read-only"}), 409, "member_session")
-    assert ctx.require("agents").get(member) is None
+    assert ctx.require(AGENTS).get(member) is None
     assert (await web.client.get(f"/api/sessions/{member}")).json()["session"]["status"] == "offline"
 
 
@@ -228,7 +230,7 @@ async def test_lone_surrogates_enter_as_replacement_characters_never_a_500_or_a_
         assert response.status_code == status, (path, response.text)
         assert "codec" not in response.text and "surrogates not allowed" not in response.text
     await web.idle(sid)
-    events = web.host.ctx.require("sessions").get(sid).events
+    events = web.host.ctx.require(SESSIONS).get(sid).events
     expected = "a" + "\ufffd" * (1 if encoding == "escape" else 3) + "b"
     assert [e["data"]["title"] for e in events if e["type"] == "session/title"][-1] == expected
     assert expected in [b["text"] for e in events if e["type"] == "user/message" for b in e["data"]["content"]]

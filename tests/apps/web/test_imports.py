@@ -49,9 +49,11 @@ def test_loading_the_web_profile_does_not_import_it_either_until_it_serves(tmp_p
 import asyncio, sys
 from pydsh.testing.hosts import scripted_host
 
+from pydsh.host.keys import APP
+
 async def main():
     async with scripted_host([{"text": "hi"}], profile="web") as host:
-        assert host.ctx.get("app") is not None
+        assert host.ctx.get(APP) is not None
 asyncio.run(main())
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"starlette", "uvicorn", "sse_starlette"})
 print("HEAVY=" + ",".join(heavy))

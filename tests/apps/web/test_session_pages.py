@@ -10,6 +10,7 @@ import pytest
 
 from pydsh.kernel import Kernel
 from pydsh.session.events import make_header
+from pydsh.session.keys import SESSION_INDEX
 from pydsh.session.log import SessionStore
 from pydsh.session.persistence.jsonl import JsonlPersistence
 from pydsh.session.query import SessionQuery
@@ -92,7 +93,7 @@ async def test_the_first_pages_of_indexed_sessions_read_no_log(
     other.mkdir()
     here = [await stored(isolated_home, web.workspace, f"here {n}") for n in range(3)]
     there = await stored(isolated_home, other, "over there")
-    await web.host.ctx.require("session_index").settled()
+    await web.host.ctx.require(SESSION_INDEX).settled()
 
     async def no_read(*args: object, **kwargs: object) -> None:
         raise AssertionError("a stored log was read")

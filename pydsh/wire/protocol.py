@@ -2,7 +2,7 @@
 
 The params models check the raw ``params`` object in the order spec 06 §5 fixes and raise
 :class:`WireError` with the exact ``-32603`` message; results are validated by the client with the
-models of :mod:`pydsh.sdk.results` (re-exported here). Both sides use them only at the trust
+models of :mod:`pydsh.wire.results` (re-exported here). Both sides use them only at the trust
 boundary: notifications stay plain dicts.
 """
 
@@ -12,6 +12,7 @@ import math
 from typing import Any, TypeGuard
 
 from pydsh.kernel.config import BaseModel, ConfigDict, model_validator
+from pydsh.kernel.errors import PydshError
 
 SERVER_INFO = {"name": "deepseek-harness-sdk-runtime", "version": "0.0.1"}
 INTERNAL_ERROR = -32603
@@ -30,7 +31,7 @@ DELTA_NOTIFICATION = "pydsh.session.delta"
 TEAM_NOTIFICATION = "pydsh.team"
 
 
-class WireError(Exception):
+class WireError(PydshError):
     """A request the server refuses; ``str(exc)`` is the ``-32603`` message sent back."""
 
 
@@ -185,15 +186,3 @@ class SetWorkingDirectoryParams(_Params):
         if not isinstance(raw.get("path"), str):
             raise WireError("working-directory set requires a path string")
         return {"sessionId": raw["sessionId"], "path": raw["path"]}
-
-
-RESULT_MODELS = frozenset({"ServerInfo", "PydshInfo", "InitializeResult", "PromptResult", "WorkingDirectoryResult"})
-
-
-def __getattr__(name: str) -> Any:
-    """The result models, imported on first use (pydantic stays off the server's start path)."""
-    if name in RESULT_MODELS:
-        from pydsh.sdk import results
-
-        return getattr(results, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from pydsh.kernel.errors import PydshError
+
 MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 100
 """Deepest nesting of arrays and objects a frame may have (requests of both protocols use fewer than 10)."""
@@ -19,7 +21,7 @@ MAX_DEPTH = 100
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class FrameError(ValueError):
+class FrameError(PydshError, ValueError):
     """A line that is not one JSON value within the bounds; ``str(exc)`` names the problem."""
 
 

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.hooks import REQUEST_ERROR
+from pydsh.agent.retry import RETRY_STATE, RetryHandler, policy_key
 from pydsh.kernel import Kernel
 from pydsh.kernel.cancel import AbortController
 from pydsh.kernel.compose import Row
 from pydsh.llm.deepseek import Config as DeepSeekConfig
 from pydsh.llm.deepseek import DeepSeekAdapter
-from pydsh.llm.retry import RETRY_STATE, RetryHandler, RetryPolicyConfig, policy_key
+from pydsh.llm.retry import RetryPolicyConfig
 from pydsh.llm.service import LlmService
 from pydsh.llm.stream_records import AssistantStreamAccumulator, BlockAssembler
 from pydsh.session.events import make_header
@@ -46,7 +48,7 @@ def open_session() -> Session:
 
 def kernel_with(handler: RetryHandler) -> Kernel:
     k = Kernel()
-    k.ctx.on("agent/request-error", handler)
+    k.ctx.on(REQUEST_ERROR, handler)
     return k
 
 
@@ -80,7 +82,7 @@ async def run_step(
             "retryPolicy": policy if policy is not None else prepared.retry_policy,
             "signal": None,
         }
-        answer = await k.ctx.waterfall("agent/request-error", payload, lambda: None)
+        answer = await k.ctx.waterfall(REQUEST_ERROR, payload, lambda: None)
         if answer != {"kind": "retry"}:
             return asm.finish
 
@@ -285,4 +287,4 @@ async def test_plugin_rejects_a_retry_policy_on_itself() -> None:
     assert "llm-retry: retryPolicy belongs under each provider configuration" in str(k.loader.failures[0].error)
     ok = Kernel()
     await ok.load([Row(id="llm-retry", name="llm-retry")])
-    assert ok.ctx.has_listeners("agent/request-error")
+    assert ok.ctx.has_listeners(REQUEST_ERROR)

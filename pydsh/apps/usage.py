@@ -1,0 +1,27 @@
+"""The one usage error of the command line and its apps, and the argument parser that raises it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from pydsh.kernel.errors import PydshError
+
+
+class UsageError(PydshError):
+    """A command line asked for something impossible: ``error: <message>`` on stderr, then ``exit_code``.
+
+    The apps exit 2 on a usage error; the launcher's own options exit 1.
+    """
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(f"error: {message}")
+        self.message = message
+        self.exit_code = exit_code
+
+
+class UsageParser(argparse.ArgumentParser):
+    """``argparse`` that raises :class:`UsageError` where it would print and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
