@@ -66,6 +66,10 @@ BACKGROUND_DELAY_S = 0.3
 """The background folds only this long after the last listing, so it never slows one down."""
 SHARED_LIMIT = 64
 SQL_VARIABLES = 500
+MTIME_SLACK_MS = 1000
+"""How far a log's last event may lie after its modification time (file times come from a coarse
+clock; a shared home may sit on another machine's disk): a pending row's key adds it, so that folding
+a row only ever lowers its key and a page cut after folding its rows skips no row."""
 DAMAGED_CODES = frozenset({11, 26})
 """``SQLITE_CORRUPT`` and ``SQLITE_NOTADB``: a file to rebuild rather than to go around."""
 
@@ -118,12 +122,13 @@ class IndexEntry:
 
     @property
     def updated_at(self) -> int:
-        """Time of the last event folded; while pending, at least the log's modification time."""
+        """Time of the last event folded; while pending, an upper bound: the log's modification time
+        plus ``MTIME_SLACK_MS``."""
         created = int(self.header.get("createdAt") or 0)
         folded = self.fold.updated_at if self.fold is not None else 0
         if not self.pending:
             return folded or created
-        return max(created, folded, self.key[2] // 1_000_000)
+        return max(created, folded, self.key[2] // 1_000_000 + MTIME_SLACK_MS)
 
 
 # -- folding a log ------------------------------------------------------------------------------
@@ -506,9 +511,10 @@ class SessionIndex:
     ) -> tuple[list[IndexEntry], bool]:
         """Root sessions newest first (last activity, then id) after the key ``after``, in ``cwd``, whose
         title (``untitled`` when there is none) contains ``title`` regardless of case; ``exclude`` ids are
-        left out. Every entry returned is folded: the rows a page would show are folded, then the page is
-        read again, since a fold can move a row. Also whether more follow. ``refresh=False`` pages the rows
-        as the last refresh left them (a caller paging again right after one)."""
+        left out. Every entry returned is folded: the rows a page would show are folded and the page read
+        again until it holds no pending row (a fold lowers a row's key, letting an unfolded one in; a page
+        cut at an unfolded key would make the next page skip rows). Also whether more follow.
+        ``refresh=False`` pages the rows as the last refresh left them (a caller paging again right after one)."""
         if title:
             await self.settled()
         elif refresh:
@@ -531,8 +537,10 @@ class SessionIndex:
             return [r for r in await self._query(lambda c: _select(c, clause, params, order)) if r.id not in exclude]
 
         rows = await select()
-        if any(r.pending for r in rows[:limit]):
-            await self._fold([r for r in rows[:limit] if r.pending])
+        tried: set[str] = set()
+        while todo := [r for r in rows[:limit] if r.pending and r.path not in tried]:
+            tried.update(r.path for r in todo)
+            await self._fold(todo)
             rows = await select()
         page = rows[:limit]
         if any(r.pending for r in page):
@@ -701,8 +709,8 @@ class SessionIndex:
             conn.executemany("DELETE FROM sessions WHERE path = ?", [(p,) for p in gone])
             conn.executemany(
                 "UPDATE sessions SET ino = ?, size = ?, mtime_ns = ?, pending = 1, "
-                "updated_at = max(updated_at, ? / 1000000) WHERE path = ?",
-                [(*key, key[2], path) for path, key in changed],
+                "updated_at = max(updated_at, ? / 1000000 + ?) WHERE path = ?",
+                [(*key, key[2], MTIME_SLACK_MS, path) for path, key in changed],
             )
             conn.executemany(INSERT, [_row(self.root, e) for e in new])
 

@@ -19,7 +19,7 @@ from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Row
 from pydsh.session import index as index_module
 from pydsh.session.events import Event, make_header
-from pydsh.session.index import SessionIndex, fold_log, title_fold
+from pydsh.session.index import IndexEntry, SessionIndex, fold_log, title_fold
 from pydsh.session.keys import SESSION_INDEX, SESSION_PERSISTENCE, SESSION_QUERY, SESSIONS
 from pydsh.session.log import Session, SessionStore
 from pydsh.session.persistence.jsonl import JsonlPersistence
@@ -254,6 +254,30 @@ async def test_a_page_shows_folded_rows_even_when_mtimes_mislead(
     entries, more = await index_of(kernel).page(1)
     assert more and [(e.pending, e.fold is not None) for e in entries] == [(False, True)]
     assert entries[0].fold is not None and entries[0].fold.title_text() == f"task {entries[0].id[1]}"
+    await kernel.dispose()
+
+
+async def test_pages_skip_no_row_when_mtimes_trail_the_last_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "sessions"
+    paths = [await elsewhere(root, f"s{n}", [f"task {n}"]) for n in range(7)]
+    first = min(reference_fold(path).updated_at for path in paths)
+    for path in paths:  # file times from a coarse clock, trailing the last events written within one tick
+        os.utime(path, ns=((first - 5) * 1_000_000, (first - 5) * 1_000_000))
+    monkeypatch.setattr(SessionIndex, "_fold_in_background", lambda self: None)
+    kernel = await load(tmp_path)
+    index = index_of(kernel)
+    seen: list[IndexEntry] = []
+    after: tuple[int, str] | None = None
+    while True:
+        entries, more = await index.page(2, after=after)
+        seen += entries
+        if not more:
+            break
+        after = (entries[-1].updated_at, entries[-1].id)
+    assert [e.id for e in seen] == [e.id for e in sorted(seen, key=lambda e: (-e.updated_at, e.id))]
+    assert sorted(e.id for e in seen) == [f"s{n}" for n in range(7)]
     await kernel.dispose()
 
 
