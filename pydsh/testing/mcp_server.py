@@ -330,6 +330,7 @@ async def serve_http(server: Any, args: argparse.Namespace) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # before the port is printed: a client connecting at once is queued, not refused
     app = sse_app(server) if args.sse else server.streamable_http_app()
     if args.request_log:
         app = logged(app, args.request_log)
