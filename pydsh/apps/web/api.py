@@ -243,7 +243,9 @@ class Api:
         out: dict[str, Any] = {}
         if body.prompt is not None:
             p = body.prompt
-            out = await self.hub.prompt(agent.session_id, p.text, "queue", p.clientMessageId, p.clientTimeZone)
+            out = await self.hub.prompt(
+                agent.session_id, p.text, "queue", p.clientMessageId, p.clientTimeZone, refs_asked=p.references
+            )
             out.pop("queued", None)
         return JSONResponse({"session": self.hub.views.summary(agent.session), **out}, status_code=201)
 
@@ -334,7 +336,9 @@ class Api:
         body = await read_body(request, PromptBody)
         check_prompt(body)
         sid = request.path_params["id"]
-        out = await self.hub.prompt(sid, body.text, body.mode, body.clientMessageId, body.clientTimeZone)
+        out = await self.hub.prompt(
+            sid, body.text, body.mode, body.clientMessageId, body.clientTimeZone, refs_asked=body.references
+        )
         return JSONResponse(out, status_code=202)
 
     async def unqueue(self, request: Request) -> Response:
