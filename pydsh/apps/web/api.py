@@ -6,9 +6,11 @@ thin: they validate the body (unknown fields are 422, sizes 413) and call the :c
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import mimetypes
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -93,6 +95,8 @@ def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str], throttl
         Route("/api/ui/panels", api.panels),
         Route("/api/known-workspaces", api.workspaces, methods=["GET", "POST"]),
         Route("/api/known-workspaces/{workspaceId}", api.remove_workspace, methods=["DELETE"]),
+        Route("/api/known-workspaces/{workspaceId}/files", api.workspace_files),
+        Route("/api/directories", api.directories),
         Route("/api/sessions", api.sessions, methods=["GET", "POST"]),
         Route("/api/sessions/{id}", api.session),
         Route("/api/sessions/{id}/events", api.events),
@@ -220,6 +224,25 @@ class Api:
         self.state.remove_workspace(workspace_id, await self.hub.views.workspace_counts())
         self.hub.streams.index_topic.publish("", ("workspace-removed", {"workspaceId": workspace_id}, None))
         return Response(status_code=204)
+
+    async def workspace_files(self, request: Request) -> Response:
+        """``@file`` completion: files of one listed workspace whose path contains ``q`` (F29)."""
+        from pydsh.apps.web.folders import find_files
+
+        listed = self.state.workspaces(await self.hub.views.workspace_counts())
+        root = next((w["path"] for w in listed if w["workspaceId"] == request.path_params["workspaceId"]), None)
+        if root is None or not os.path.isdir(root):
+            raise not_found("That workspace")
+        query = request.query_params.get("q") or ""
+        return JSONResponse(await asyncio.to_thread(find_files, root, query))
+
+    async def directories(self, request: Request) -> Response:
+        """The directory browser of "Add workspace": the folders of ``path`` (home by default), fenced (F6)."""
+        from pydsh.apps.web.folders import browse
+
+        listed = self.state.workspaces(await self.hub.views.workspace_counts(refresh=False))
+        roots = [os.path.expanduser("~"), *(w["path"] for w in listed)]
+        return JSONResponse(await asyncio.to_thread(browse, request.query_params.get("path"), roots))
 
     # -- sessions -----------------------------------------------------------------------------
 
