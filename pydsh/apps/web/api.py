@@ -432,7 +432,9 @@ class Api:
         await self.hub.views.read(sid)
         if not self.state.agent_message_composed():
             raise ApiError(404, "feature_unavailable", "Cross-session messages are not composed in this profile.")
-        return JSONResponse(await delivery(self.hub, sid))
+        view = await delivery(self.hub, sid)
+        self.hub.streams.deliveries.note(sid, view)
+        return JSONResponse(view)
 
     async def log(self, request: Request) -> Response:
         """The stored v4 JSONL of a session (or a ZIP of its tree with ``?tree=1``), as an attachment."""

@@ -59,6 +59,8 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
     "models.defaultProvider": (None, (str, type(None))),
     "models.defaultModel": (None, (str, type(None))),
     "models.defaultEffort": (None, (str, type(None))),
+    "agentMessage.showMode": (False, bool),
+    "agentMessage.showTargetStatus": (False, bool),
 }
 SERVER_COMMANDS = {"compact": "Compact the conversation now"}
 """Prompts a composed plugin runs as a command instead of sending them to the model (spec 10 §4.8)."""
