@@ -27,7 +27,8 @@ FEED_INTERVAL_S = 0.1
 
 
 async def delivery(hub: WebHub, session_id: str) -> dict[str, Any]:
-    """``{messages: [{messageId, to, toTitle, mode, sentAt, state, replyMessageId?}]}`` in send order."""
+    """``{messages: [{messageId, to, toTitle, mode, sentAt, state, targetRuntimeStatus, replyMessageId?}]}`` in
+    send order (``targetRuntimeStatus``: ``running``, ``idle`` or ``offline`` now)."""
     try:
         plugin: Any = importlib.import_module("pydsh_agent_message.plugin")
     except ImportError:
@@ -54,7 +55,7 @@ async def delivery(hub: WebHub, session_id: str) -> dict[str, Any]:
                 folds[to], titles[to] = fold_inbox(list(target.events)), hub.views.title_of(target)
         reply = replies.get(item["messageId"])
         state = "answered" if reply is not None else state_of(item["messageId"], *folds[to])
-        entry = {**item, "toTitle": titles[to], "state": state}
+        entry = {**item, "toTitle": titles[to], "state": state, "targetRuntimeStatus": hub.views.status_of(to)}
         if reply is not None:
             entry["replyMessageId"] = reply
         out.append(entry)
