@@ -30,7 +30,8 @@ BAD_TEXT = re.compile(r"[\x00-\x1f\x7f\ufffd\ud800-\udfff]")
 
 
 def browse(raw: str | None, roots: list[str]) -> dict[str, Any]:
-    """``{path, name, parent, roots, directories: [{name, path}], truncated}`` of one folder (home by default)."""
+    """``{path, name, parent, roots, directories: [{name, path}], truncated}`` of one folder (home by default);
+    ``roots`` in the order given (the routes put home first)."""
     fenced = [os.path.realpath(r) for r in dict.fromkeys(roots) if r]
     real = os.path.realpath(_checked(raw or "~"))
     if not any(_inside(real, root) for root in fenced):

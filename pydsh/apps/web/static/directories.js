@@ -6,11 +6,11 @@ import { api } from "./api.js";
 import { h, icon, replace } from "./dom.js";
 
 /**
- * Let the user pick a folder; resolves its absolute path, or null when the dialog was closed.
- * @param {string} [start] a folder to open first (ignored when the server refuses it)
+ * Let the user pick a folder, starting at the home folder; resolves its absolute path, or null when the
+ * dialog was closed.
  * @returns {Promise<string | null>}
  */
-export function chooseDirectory(start) {
+export function chooseDirectory() {
   return new Promise((resolve) => {
     const opener = /** @type {HTMLElement} */ (document.activeElement);
     let chosen = null;
@@ -45,7 +45,7 @@ export function chooseDirectory(start) {
       current = listing;
       where.textContent = listing.path;
       up.disabled = !listing.parent;
-      replace(roots, listing.roots.map((root) => rootButton(root, open)));
+      replace(roots, listing.roots.map((root, i) => rootButton(root, i === 0 ? "Home" : null, open)));
       const entries = listing.directories.map((d) => entryButton(d, open));
       replace(list, entries.length ? entries.map((b) => h("li", null, b)) : h("li", { class: "muted", text: "No folders here." }));
       if (listing.truncated) list.append(h("li", { class: "muted", text: "Only the first 500 folders are shown." }));
@@ -67,9 +67,7 @@ export function chooseDirectory(start) {
     });
     document.body.append(dialog);
     dialog.showModal();
-    open(start || undefined).then(() => {
-      if (!current && start) open(undefined);
-    });
+    open(undefined);
   });
 }
 
@@ -80,9 +78,9 @@ function entryButton(dir, open) {
   return button;
 }
 
-/** A browsing root (home, a workspace): opens it. */
-function rootButton(root, open) {
-  const name = root.split("/").filter(Boolean).pop() || root;
+/** A browsing root (the home folder comes first, then the workspaces): opens it. */
+function rootButton(root, label, open) {
+  const name = label || root.split("/").filter(Boolean).pop() || root;
   const button = h("button", { type: "button", class: "chip-btn", title: root, text: name });
   button.addEventListener("click", () => open(root));
   return button;

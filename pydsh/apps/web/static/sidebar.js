@@ -106,7 +106,7 @@ export class Sidebar {
     error.hidden = true;
     try {
       const { chooseDirectory } = await import("./directories.js");
-      const path = await chooseDirectory(input.value.trim());
+      const path = await chooseDirectory();
       if (!path) return;
       input.value = path;
       form.requestSubmit();
