@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.apps.web.browser.harness import screenshot, wait_for
+from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
 
 TEAMS = [{"id": "agent-teams", "disabled": False}, {"id": "tool-agent-team", "disabled": False}]
@@ -180,6 +181,7 @@ def test_send_card_shows_a_selectable_message_id_live_state_and_plugin_toggles(w
     dialog.get_by_label("Show the target session's runtime status").check()
     summary = card.locator(".tool-summary")
     wait_for(lambda: summary.inner_text().endswith("· claimed · mode followup · target idle"), message="mode, target")
+    assert not serious(page, "plugin configuration")
     page.keyboard.press("Escape")
     with server.client() as c:
         values = c.get("/api/settings").json()["values"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.apps.web.browser.harness import screenshot, wait_for
+from tests.apps.web.browser.test_a11y import serious
 
 
 def test_the_directory_browser_adds_the_chosen_folder(web, browse, tmp_path):
@@ -26,6 +27,7 @@ def test_the_directory_browser_adds_the_chosen_folder(web, browse, tmp_path):
     wait_for(lambda: entries.all_inner_texts() == ["alpha", "beta"], message="project folders")
     assert dialog.locator(".dir-roots button").all_inner_texts() == ["Home", "work"]
     screenshot(page, "directory-browser")
+    assert not serious(page, "directory browser")
     page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")
     wait_for(lambda: dialog.locator(".dir-path").inner_text() == str(home / "projects" / "beta"), message="beta")
