@@ -6,9 +6,11 @@ thin: they validate the body (unknown fields are 422, sizes 413) and call the :c
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import mimetypes
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -93,6 +95,8 @@ def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str], throttl
         Route("/api/ui/panels", api.panels),
         Route("/api/known-workspaces", api.workspaces, methods=["GET", "POST"]),
         Route("/api/known-workspaces/{workspaceId}", api.remove_workspace, methods=["DELETE"]),
+        Route("/api/known-workspaces/{workspaceId}/files", api.workspace_files),
+        Route("/api/directories", api.directories),
         Route("/api/sessions", api.sessions, methods=["GET", "POST"]),
         Route("/api/sessions/{id}", api.session),
         Route("/api/sessions/{id}/events", api.events),
@@ -221,6 +225,25 @@ class Api:
         self.hub.streams.index_topic.publish("", ("workspace-removed", {"workspaceId": workspace_id}, None))
         return Response(status_code=204)
 
+    async def workspace_files(self, request: Request) -> Response:
+        """``@file`` completion: files of one listed workspace whose path contains ``q`` (F29)."""
+        from pydsh.apps.web.folders import find_files
+
+        listed = self.state.workspaces(await self.hub.views.workspace_counts())
+        root = next((w["path"] for w in listed if w["workspaceId"] == request.path_params["workspaceId"]), None)
+        if root is None or not os.path.isdir(root):
+            raise not_found("That workspace")
+        query = request.query_params.get("q") or ""
+        return JSONResponse(await asyncio.to_thread(find_files, root, query))
+
+    async def directories(self, request: Request) -> Response:
+        """The directory browser of "Add workspace": the folders of ``path`` (home by default), fenced (F6)."""
+        from pydsh.apps.web.folders import browse
+
+        listed = self.state.workspaces(await self.hub.views.workspace_counts(refresh=False))
+        roots = [os.path.expanduser("~"), *(w["path"] for w in listed)]
+        return JSONResponse(await asyncio.to_thread(browse, request.query_params.get("path"), roots))
+
     # -- sessions -----------------------------------------------------------------------------
 
     async def sessions(self, request: Request) -> Response:
@@ -243,7 +266,9 @@ class Api:
         out: dict[str, Any] = {}
         if body.prompt is not None:
             p = body.prompt
-            out = await self.hub.prompt(agent.session_id, p.text, "queue", p.clientMessageId, p.clientTimeZone)
+            out = await self.hub.prompt(
+                agent.session_id, p.text, "queue", p.clientMessageId, p.clientTimeZone, refs_asked=p.references
+            )
             out.pop("queued", None)
         return JSONResponse({"session": self.hub.views.summary(agent.session), **out}, status_code=201)
 
@@ -334,7 +359,9 @@ class Api:
         body = await read_body(request, PromptBody)
         check_prompt(body)
         sid = request.path_params["id"]
-        out = await self.hub.prompt(sid, body.text, body.mode, body.clientMessageId, body.clientTimeZone)
+        out = await self.hub.prompt(
+            sid, body.text, body.mode, body.clientMessageId, body.clientTimeZone, refs_asked=body.references
+        )
         return JSONResponse(out, status_code=202)
 
     async def unqueue(self, request: Request) -> Response:
@@ -405,7 +432,9 @@ class Api:
         await self.hub.views.read(sid)
         if not self.state.agent_message_composed():
             raise ApiError(404, "feature_unavailable", "Cross-session messages are not composed in this profile.")
-        return JSONResponse(await delivery(self.hub, sid))
+        view = await delivery(self.hub, sid)
+        self.hub.streams.deliveries.note(sid, view)
+        return JSONResponse(view)
 
     async def log(self, request: Request) -> Response:
         """The stored v4 JSONL of a session (or a ZIP of its tree with ``?tree=1``), as an attachment."""

@@ -9,9 +9,9 @@ frontend may be), 422 for unknown or bad fields. Text enters as every frontend t
 from __future__ import annotations
 
 import zoneinfo
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from starlette.requests import ClientDisconnect, Request
 
 from pydsh.apps.web.errors import ApiError
@@ -33,6 +33,8 @@ class PromptFields(Strict):
     text: str
     clientMessageId: str | None = None
     clientTimeZone: str | None = None
+    references: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] | None = None
+    """Ids of the sessions the prompt refers to (the composer's ``@``; ``references.py``)."""
 
 
 class PromptBody(PromptFields):

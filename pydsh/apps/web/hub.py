@@ -14,8 +14,10 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.hooks import PRE_STEP
 from pydsh.agent.keys import AGENT_PRESETS, AGENTS
 from pydsh.agent.model_selection import ModelSelection
+from pydsh.apps.web import references
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.streams import Streams
 from pydsh.apps.web.views import SessionViews
@@ -70,6 +72,9 @@ class WebHub:
         """Listen to the kernel's events and answer approvals and questions."""
         ctx = self.ctx
         self._listeners += self.streams.listen()
+        self._listeners.append(
+            ctx.on(PRE_STEP, references.listener(self), name=references.LISTENER, after=references.AFTER)
+        )
         approval = ctx.get(APPROVAL)
         if approval is not None:
             self._listeners.append(approval.add_answerer(ctx, self.waiting.answer_approval))
@@ -150,16 +155,29 @@ class WebHub:
     # -- prompts, queue, control ----------------------------------------------------------------
 
     async def prompt(
-        self, session_id: str, text: str, mode: str, client_message_id: str | None, zone: str | None
+        self,
+        session_id: str,
+        text: str,
+        mode: str,
+        client_message_id: str | None,
+        zone: str | None,
+        *,
+        refs_asked: list[str] | None = None,
     ) -> dict[str, Any]:
-        """Queue a prompt as the next turn or steer it into the next step (F27); answered once it is on disk."""
+        """Queue a prompt as the next turn or steer it into the next step (F27); answered once it is on disk.
+
+        ``refs_asked`` (session ids) ride in the prompt's source; the agent reads their snapshots when a
+        step claims it (``references.py``)."""
         session = await self.views.read(session_id)
         if session.header.get("origin") == "subagent":
             raise ApiError(409, "member_session", "Member sessions take input from their agents, not from the user.")
+        refs = await references.check_references(self, session_id, refs_asked) if refs_asked else []
         agent = await self.open(session_id)
         source: dict[str, Any] = {"kind": "user", "rpcId": client_message_id or str(uuid.uuid4())}
         if zone is not None:
             source["clientTimeZone"] = zone
+        if refs:
+            source[references.FIELD] = refs
         try:
             receipt = await agent.submit(text, mode="steer" if mode == "steer" else "queue", source=source)
         except ValueError as exc:

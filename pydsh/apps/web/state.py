@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from pydsh import __version__
+from pydsh.agent.hooks import PRE_STEP
 from pydsh.agent.keys import AGENT_DEFAULT_MODEL
 from pydsh.apps.web.auth import CookieSigner, SignInToken, load_secret, web_dir
 from pydsh.apps.web.errors import ApiError, not_found
@@ -58,7 +59,11 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
     "models.defaultProvider": (None, (str, type(None))),
     "models.defaultModel": (None, (str, type(None))),
     "models.defaultEffort": (None, (str, type(None))),
+    "agentMessage.showMode": (False, bool),
+    "agentMessage.showTargetStatus": (False, bool),
 }
+SERVER_COMMANDS = {"compact": "Compact the conversation now"}
+"""Prompts a composed plugin runs as a command instead of sending them to the model (spec 10 §4.8)."""
 CLIENT_ERRORS_PER_MINUTE = 20
 ESCAPED = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -172,10 +177,18 @@ class WebState:
             "features": {
                 "teams": self.teams_composed(),
                 "agentMessage": self.agent_message_composed(),
-                "directoryBrowser": False,
+                "directoryBrowser": True,
             },
             "unavailablePlugins": self.unavailable_plugins(),
+            "commands": self.commands(),
         }
+
+    def commands(self) -> list[dict[str, str]]:
+        """The ``/`` commands a prompt may be (F29): those whose pre-step listener is composed (``command-compact``)."""
+        names = {listener.name for listener in self.ctx.runtime.bus.listeners(PRE_STEP)}
+        return [
+            {"name": name, "description": text} for name, text in SERVER_COMMANDS.items() if f"command-{name}" in names
+        ]
 
     def unavailable_plugins(self) -> list[dict[str, str]]:
         """Rows of the composition that failed to load, for Settings → About (D4)."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.hooks import AGENT_DISPOSED, AGENT_STATUS, ASSISTANT_STREAM, AgentRef, AgentStatus, AssistantStream
 from pydsh.apps.web.fanout import Subscriber, Topic
+from pydsh.apps.web.messages import DeliveryFeed
 from pydsh.apps.web.team import lead_of, team_view
 from pydsh.apps.web.views import METER_KEYS
 from pydsh.session.hooks import SESSION_EVENT
@@ -44,6 +45,7 @@ class Streams:
         self._dirty_projection: dict[str, set[str]] = {}
         self._dirty_index: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.deliveries = DeliveryFeed(hub)
 
     def listen(self) -> list[Disposer]:
         """Subscribe to the kernel's events; the disposers of those subscriptions."""
@@ -67,6 +69,7 @@ class Streams:
         """Stop every timer and end every open stream."""
         for timer in self._timers.values():
             timer.cancel()
+        self.deliveries.close()
         self.sessions_topic.close_all()
         self.index_topic.close_all()
 
@@ -108,6 +111,8 @@ class Streams:
                 self._mark_agents(session)
             if etype.startswith("team/"):
                 self._mark_team(session.id)
+            if etype in ("tool/result", "agent/inbox/spliced"):
+                self.deliveries.changed(session.id, event)
         except Exception:
             log.warning("web fan-out of a session event failed", exc_info=True)
 

@@ -160,6 +160,34 @@ async def test_cross_session_messages_show_their_delivery_state(isolated_home: P
             await peer.dispose()
 
 
+async def test_delivery_states_are_pushed_on_the_sender_stream(isolated_home: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pydsh_agent_message", reason="the agent-message plugin distribution is not installed")
+    patch = [{"insert": [{"id": "agent-message", "name": "agent-message"}]}]
+    script = [[SEND, {"text": "sent"}], [{"text": "got it"}]]
+    async for web in open_web(script, isolated_home, tmp_path, patches=[patch]):
+        ctx = web.host.ctx
+        peer = await ctx.require(AGENTS).create(
+            CreateAgentOptions(session_id="peer-b", cwd=str(web.workspace), setup=preset_setup(ctx))
+        )
+        try:
+            sender = (await web.new_session())["session"]["sessionId"]
+
+            def claimed(frames: list[tuple[str, Any, str | None]]) -> bool:
+                views = [f[1]["messages"] for f in frames if f[0] == "messages"]
+                return bool(views) and [m["state"] for m in views[-1]] == ["claimed"]
+
+            reading = asyncio.ensure_future(read_stream(web, sender, claimed))
+            await asyncio.sleep(0.2)
+            await web.post(f"/api/sessions/{sender}/prompt", {"text": "Message peer b"})
+            frames = await asyncio.wait_for(reading, 20)
+            [pushed] = [f[1] for f in frames if f[0] == "messages"][-1]["messages"]
+            assert pushed["to"] == "peer-b" and pushed["toTitle"]
+            relays = [e for e in peer.agent.session.events if e["type"] == "user/message"]
+            assert relays[0]["data"]["id"] == pushed["messageId"]
+        finally:
+            await peer.dispose()
+
+
 async def test_without_agent_message_there_is_no_delivery_endpoint(web: Web) -> None:
     sid = (await web.new_session())["session"]["sessionId"]
     response = await web.client.get(f"/api/sessions/{sid}/messages")

@@ -273,8 +273,9 @@ async def test_workspaces_settings_and_info(web: Web, tmp_path: Any) -> None:
     assert info["profile"] == "web" and info["features"] == {
         "teams": False,
         "agentMessage": False,
-        "directoryBrowser": False,
+        "directoryBrowser": True,
     }
+    assert info["commands"] == [{"name": "compact", "description": "Compact the conversation now"}]
     listed = (await web.client.get("/api/known-workspaces")).json()["workspaces"]
     assert [w["path"] for w in listed] == [str(web.workspace)]
     other = tmp_path / "other"

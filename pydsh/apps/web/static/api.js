@@ -55,6 +55,10 @@ export const api = {
   workspaces: () => get("/api/known-workspaces"),
   addWorkspace: (path) => post("/api/known-workspaces", { path }),
   removeWorkspace: (id) => del(`/api/known-workspaces/${enc(id)}`),
+  /** Workspace-relative paths of a workspace's files whose path contains `q` (`{files, truncated}`). */
+  files: (workspaceId, q) => get(`/api/known-workspaces/${enc(workspaceId)}/files?q=${enc(q)}`),
+  /** The folders of `path` (home by default) for the directory browser. */
+  directories: (path) => get(`/api/directories${path ? `?path=${enc(path)}` : ""}`),
   /** A page of root sessions (`{sessions, nextCursor?}`), optionally of one workspace or matching a title. */
   sessions: ({ workspace, cursor, q, limit = 50 } = {}) => {
     const params = new URLSearchParams({ limit: String(limit) });
@@ -76,6 +80,7 @@ export const api = {
   answer: (id, requestId, body) => post(`/api/sessions/${enc(id)}/questions/${enc(requestId)}`, body),
   agents: (id) => get(`/api/sessions/${enc(id)}/agents`),
   team: (id) => get(`/api/sessions/${enc(id)}/team`),
+  messages: (id) => get(`/api/sessions/${enc(id)}/messages`),
   logUrl: (id, tree = false) => `/api/sessions/${enc(id)}/log${tree ? "?tree=1" : ""}`,
   models: () => get("/api/models"),
   addProvider: (body) => post("/api/providers", body),

@@ -106,7 +106,8 @@ class Page {
       onClose: () => this.closeInspector(),
     });
     this.composer = new Composer($("composer"), {
-      send: (text, mode) => this.send(text, mode),
+      send: (text, mode, references) => this.send(text, mode, references),
+      exportLog: () => this.exportLog(),
       stop: () => this.stop(),
       interrupt: () => this.interrupt(),
       confirm: confirmDialog,
@@ -119,6 +120,7 @@ class Page {
     this.usage = new UsageFooter($("usage"));
     this.agents = new AgentsChip($("agents-slot"), { openSession: (id, path) => this.openSession(id, path) });
     this.menu();
+    this.copyId();
     this.tabs();
     this.keys();
     app.on("sessions", () => {
@@ -129,6 +131,7 @@ class Page {
     app.on("settings", () => {
       applyTheme(app.setting("appearance.theme", "system"));
       applyFontSize(app.setting("appearance.fontSize", 15));
+      this.chat.deliveries();
     });
   }
 
@@ -389,6 +392,7 @@ class Page {
     $("preset-chip").textContent = store?.header?.agentPreset || store?.summary?.agentPreset || (store ? "standard" : "");
     $("preset-chip").hidden = !$("preset-chip").textContent;
     $("session-menu-wrap").hidden = !store;
+    $("copy-id").hidden = !store;
     $("tab-trajectory").disabled = !store;
     const crumb = $("breadcrumb");
     const name = store?.summary?.name;
@@ -447,6 +451,7 @@ class Page {
     });
     this.openStream(store, page.lastSeq ?? store.lastSeq);
     api.agents(id).then((tree) => this.agents.update(tree)).catch(() => this.agents.update(null));
+    if (app.info?.features?.agentMessage && !store.isMember()) api.messages(id).then((d) => this.deliveries(store, d)).catch(() => {});
     if (store.isMember() && !this.path) {
       this.memberPath(store).then((parts) => {
         if (parts && this.store === store) {
@@ -519,6 +524,7 @@ class Page {
         },
         agents: (d) => this.agents.update(d),
         team: (d) => this.panelCall("team", d),
+        messages: (d) => this.deliveries(store, d),
       },
       (state) => {
         $("conn").hidden = state === "open";
@@ -563,11 +569,46 @@ class Page {
     this.trajectory.refresh();
   }
 
-  async send(text, mode) {
+  /** The delivery states of the open session's cross-session messages: its tool cards and the Messages panel. */
+  deliveries(store, view) {
+    if (this.store !== store) return;
+    this.chat.deliveries(view.messages || []);
+    this.panelCall("messages", view);
+  }
+
+  /** The header's "Copy ID" button: copies the open session's id and says so for a moment. */
+  copyId() {
+    const button = $("copy-id");
+    button.addEventListener("click", async () => {
+      if (!this.store) return;
+      await copyText(this.store.id);
+      button.textContent = "Copied";
+      announce("Session ID copied");
+      window.clearTimeout(button.timer);
+      button.timer = window.setTimeout(() => {
+        button.textContent = "Copy ID";
+      }, 1500);
+    });
+  }
+
+  /** "/export": download the open session's log. */
+  exportLog() {
+    if (!this.store) {
+      notify("There is no session to export yet.");
+      return;
+    }
+    const link = h("a", { href: api.logUrl(this.store.id), download: `${this.store.id}.session.v4.jsonl`, hidden: true });
+    document.body.append(link);
+    link.click();
+    link.remove();
+  }
+
+  async send(text, mode, references = []) {
+    const refs = references.length ? { references } : {};
     if (!this.store) {
       const ws = app.workspaces.get(app.draftWorkspace);
       const cwd = ws?.path || app.info?.cwd || [...app.workspaces.values()][0]?.path;
-      const body = { cwd, agentPreset: this.draftPreset?.value || "standard", prompt: { text, clientMessageId: uuid(), clientTimeZone: zone() } };
+      const body = { cwd, agentPreset: this.draftPreset?.value || "standard", prompt: { text, clientMessageId: uuid(), clientTimeZone: zone(), ...refs } };
       const preset = this.composer.draft.permissionPreset || app.setting("general.defaultPermissionPreset", null);
       if (preset) body.permissionPreset = preset;
       if (this.composer.draft.model) body.model = this.composer.draft.model;
@@ -576,7 +617,7 @@ class Page {
       await this.openSession(created.session.sessionId);
       return;
     }
-    const result = await api.prompt(this.store.id, { text, mode: mode === "steer" && this.store.status === "running" ? "steer" : "queue", clientMessageId: uuid(), clientTimeZone: zone() });
+    const result = await api.prompt(this.store.id, { text, mode: mode === "steer" && this.store.status === "running" ? "steer" : "queue", clientMessageId: uuid(), clientTimeZone: zone(), ...refs });
     if (result?.queued) announce("Queued as the next turn");
   }
 

@@ -5,6 +5,7 @@ import { announce, append, clock, contentText, copyButton, duration, h, icon, re
 import { renderMarkdown } from "./markdown.js";
 import { messageCard } from "./messages.js";
 import { userKind } from "./store.js";
+import { setDeliveries } from "./toolcards/agent.js";
 import { setCwd } from "./toolcards/common.js";
 import { tally, toolCard } from "./toolcards/index.js";
 
@@ -204,6 +205,10 @@ export class ChatView {
       view.el.append(messageCard(message, ev, this.ctx.openSession));
       return;
     }
+    if (kind === "reference") {
+      view.el.append(referenceRow(message));
+      return;
+    }
     const label = message.source?.kind || "notice";
     this.noticeRow(view, `Notice · ${label}`, contentText(message.content));
   }
@@ -371,6 +376,15 @@ export class ChatView {
     entry.think?.remove();
   }
 
+  /** Pushed delivery states of cross-session messages (none: settings changed): repaint the send cards. */
+  deliveries(list) {
+    if (list) setDeliveries(list);
+    for (const [callId, card] of this.cards) {
+      const entry = this.store?.calls.get(callId);
+      if (entry?.call?.data.name === "send_agent_message") card.update(entry.result || null);
+    }
+  }
+
   /** Select a call's card (used after reload of a pending approval). */
   card(callId) {
     return this.cards.get(callId);
@@ -388,6 +402,17 @@ export class ChatView {
       this.current.refresh();
     }
   }
+}
+
+/** A session reference under the prompt: which session the agent got a read-only snapshot of, expandable. */
+function referenceRow(message) {
+  const title = message.source?.title || message.source?.sessionId || "another session";
+  return h(
+    "details",
+    { class: "reference-row", dataset: { sessionId: message.source?.sessionId || "" } },
+    h("summary", null, icon("message"), h("span", { text: `Referenced session · ${title}` }), h("span", { class: "muted", text: " — a read-only snapshot for the agent" })),
+    h("pre", { class: "notice-text", text: contentText(message.content) }),
+  );
 }
 
 /** A reasoning item: "Think · <first line>", expandable to the full text. */

@@ -2,8 +2,10 @@
 // model and effort selectors, queued-prompt chips, Send / Stop, and Interrupt for member sessions.
 
 import { ApiError, api } from "./api.js";
+import { Completion } from "./completion.js";
 import { h, icon, replace } from "./dom.js";
 import { app } from "./store.js";
+import { commandList, filesMatching, pageCommand, sessionsMatching } from "./suggestions.js";
 
 export const PRESETS = ["read-only", "workspace-write", "danger-full-access"];
 
@@ -11,13 +13,16 @@ export const PRESETS = ["read-only", "workspace-write", "danger-full-access"];
 export class Composer {
   /**
    * @param {HTMLElement} root
-   * @param {{send: (text: string, mode: "queue" | "steer") => Promise<void>, stop: () => void,
-   *   interrupt: () => void, confirm: (message: string) => Promise<boolean>, notify: (message: string) => void}} ctx
+   * @param {{send: (text: string, mode: "queue" | "steer", references: string[]) => Promise<void>, stop: () => void,
+   *   interrupt: () => void, confirm: (message: string) => Promise<boolean>, notify: (message: string) => void,
+   *   exportLog: () => void}} ctx
    */
   constructor(root, ctx) {
     this.root = root;
     this.ctx = ctx;
     this.draft = { permissionPreset: null, model: null };
+    /** @type {Map<string, string>} referenced session id → title (the "@" session reference) */
+    this.references = new Map();
     this.build();
   }
 
@@ -26,6 +31,8 @@ export class Composer {
     this.text = h("textarea", { id: "composer-input", class: "composer-input", rows: "1", placeholder: "Ask anything — Enter sends, Shift+Enter adds a line", "aria-label": "Message" });
     this.text.addEventListener("input", () => this.grow());
     this.text.addEventListener("keydown", (e) => this.key(e));
+    this.completion = this.buildCompletion();
+    this.refs = h("div", { class: "reference-chips", role: "list", "aria-label": "Referenced sessions", hidden: true });
     this.permission = h("select", { class: "chip-select", id: "permission-select", "aria-label": "Permission preset" });
     this.permission.addEventListener("change", () => this.changePermission());
     this.model = h("select", { class: "chip-select", id: "model-select", "aria-label": "Model" });
@@ -42,6 +49,8 @@ export class Composer {
     this.box = h(
       "div",
       { class: "composer-box" },
+      this.refs,
+      this.completion.el,
       this.text,
       h("div", { class: "composer-row" }, h("span", { class: "chip-wrap" }, icon("shield"), this.permission), h("span", { class: "grow" }), h("span", { class: "chip-wrap" }, icon("cpu"), this.model), this.effort, this.stopButton, this.sendButton),
     );
@@ -54,6 +63,7 @@ export class Composer {
   }
 
   key(e) {
+    if (this.completion.key(e)) return;
     if (e.key !== "Enter" || e.isComposing) return;
     const swapped = app.setting("general.enterSends", true) === false;
     const mod = e.ctrlKey || e.metaKey;
@@ -68,10 +78,12 @@ export class Composer {
   async submit(mode) {
     const text = this.text.value;
     if (!text.trim()) return;
+    if (await this.runCommand(text)) return;
     this.text.value = "";
     this.grow();
     try {
-      await this.ctx.send(text, mode);
+      await this.ctx.send(text, mode, [...this.references.keys()]);
+      this.setReferences(new Map());
     } catch (err) {
       this.text.value = text;
       this.ctx.notify(err.message);
@@ -81,7 +93,10 @@ export class Composer {
 
   /** Show the controls for a session (or the new-session draft when `store` is null). */
   bind(store) {
-    if (store !== this.store) this.requested = null;
+    if (store !== this.store) {
+      this.requested = null;
+      this.setReferences(new Map());
+    }
     this.store = store;
     const member = Boolean(store?.isMember());
     this.box.hidden = member;
@@ -217,6 +232,61 @@ export class Composer {
 
   focus() {
     if (!this.box.hidden) this.text.focus();
+  }
+
+  // -- completion, session references and page commands (F29) ---------------------------------------
+
+  buildCompletion() {
+    return new Completion(/** @type {HTMLTextAreaElement} */ (this.text), {
+      commands: () => commandList(Boolean(this.store), PRESETS),
+      sessions: (query) => sessionsMatching(query, new Set([this.store?.id, ...this.references.keys()])),
+      files: (query) => filesMatching(this.store ? this.store.summary?.workspaceId : app.draftWorkspace, query),
+      attach: (session) => this.setReferences(new Map([...this.references, [session.sessionId, session.title || "New session"]])),
+    });
+  }
+
+  /** Show the referenced sessions as chips with × above the text. */
+  setReferences(references) {
+    this.references = references;
+    replace(
+      this.refs,
+      [...references].map(([id, title]) => {
+        const remove = h("button", { type: "button", class: "icon-btn", "aria-label": `Remove reference to ${title}` }, icon("close"));
+        remove.addEventListener("click", () => {
+          const next = new Map(this.references);
+          next.delete(id);
+          this.setReferences(next);
+          this.text.focus();
+        });
+        return h("div", { class: "reference-chip", role: "listitem", dataset: { sessionId: id } }, icon("message"), h("span", { class: "chip-tag", text: "Session" }), h("span", { class: "reference-title", text: title }), remove);
+      }),
+    );
+    this.refs.hidden = !references.size;
+  }
+
+  /** Run "/model <id>", "/permission <preset>" or "/export" typed as the whole prompt; true when it was one. */
+  async runCommand(text) {
+    const command = pageCommand(text);
+    if (!command) return false;
+    if (command.name === "export") this.ctx.exportLog();
+    else if (command.name === "permission") {
+      if (!PRESETS.includes(command.arg)) return this.commandError(`Use /permission with one of ${PRESETS.join(", ")}.`);
+      this.permission.value = command.arg;
+      await this.changePermission();
+    } else {
+      const option = [...this.model.options].find((o) => o.value.split("\u0000")[1] === command.arg && !o.disabled);
+      if (!option) return this.commandError(`No configured model is called "${command.arg}".`);
+      this.model.value = option.value;
+      await this.changeModel(true);
+    }
+    this.text.value = "";
+    this.grow();
+    return true;
+  }
+
+  commandError(message) {
+    this.ctx.notify(message);
+    return true;
   }
 }
 

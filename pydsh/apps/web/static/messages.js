@@ -12,13 +12,14 @@ const SETTLED = /subagent (\S+?) (finished|failed|stopped|ran out|was declined|d
 /**
  * Sender name, headline and body of an agent-to-agent message.
  * @param {any} message
- * @returns {{name: string, body: string, headline?: string, folded?: boolean}}
+ * @returns {{name: string, body: string, label?: string, headline?: string, folded?: boolean}}
  */
 export function parseMessage(message) {
   const source = message.source || {};
   const text = contentText(message.content);
   if (source.kind === "dsh-agent-message") {
-    return { name: source.senderTitle || source.senderSessionId || "another session", body: text.replace(DSH, "") };
+    const name = source.senderTitle || source.senderSessionId || "another session";
+    return { name, label: `From Session · ${name}`, body: text.replace(DSH, "") };
   }
   if (source.kind === "team-message" || TEAM.test(text)) {
     const m = text.match(TEAM);
@@ -46,9 +47,10 @@ export function parseMessage(message) {
 export function messageCard(message, ev, openSession) {
   const parsed = parseMessage(message);
   const sender = message.source?.senderSessionId;
+  const label = parsed.label || `From ${parsed.name}`;
   const from = sender
-    ? h("button", { type: "button", class: "link-btn from-btn", title: "Open the sender's session", text: `From ${parsed.name}` })
-    : h("span", { class: "from-name", text: `From ${parsed.name}` });
+    ? h("button", { type: "button", class: "link-btn from-btn", title: "Open the sender's session", text: label })
+    : h("span", { class: "from-name", text: label });
   if (sender) from.addEventListener("click", () => openSession(sender));
   const card = h(
     "article",
@@ -66,13 +68,12 @@ export function messageCard(message, ev, openSession) {
 
 /**
  * Optional Messages panel (the agent-message plugin): this session's outgoing cross-session messages with
- * their delivery state, re-read when the session changes. Loaded with import() in its own error boundary.
+ * their delivery state, as the page reads them when a session opens and as its stream pushes them.
+ * Loaded with import() in its own error boundary.
  * @param {HTMLElement} slot
  * @param {{api: any, openSession: (id: string) => void}} ctx
  */
 export function mount(slot, ctx) {
-  let store = null;
-  let timer = 0;
   slot.hidden = true;
   const render = (messages) => {
     if (!messages.length) {
@@ -94,23 +95,12 @@ export function mount(slot, ctx) {
       ),
     );
   };
-  const load = async () => {
-    if (!store || store.isMember()) return render([]);
-    try {
-      render((await ctx.api.get(`/api/sessions/${encodeURIComponent(store.id)}/messages`)).messages || []);
-    } catch (err) {
-      if (err.status !== 404) throw err;
-      render([]);
-    }
-  };
   return {
-    session(next) {
-      store = next;
-      return load();
+    session() {
+      render([]);
     },
-    event() {
-      window.clearTimeout(timer);
-      timer = window.setTimeout(() => load().catch(() => {}), 500);
+    messages(view) {
+      render(view.messages || []);
     },
   };
 }

@@ -7,6 +7,12 @@ import { PRESETS } from "./composer.js";
 import { app } from "./store.js";
 
 const TABS = [["general", "General"], ["appearance", "Appearance"], ["models", "Models"], ["about", "About"]];
+const PLUGIN_TAB = ["plugins", "Plugin configuration"];
+
+/** The tabs shown: "Plugin configuration" only when a composed plugin has settings (agent-message). */
+function tabs() {
+  return app.info?.features?.agentMessage ? [...TABS.slice(0, 3), PLUGIN_TAB, TABS[3]] : TABS;
+}
 
 /** Apply a theme preference ("light" | "dark" | "system") to <html> and remember it for boot.js. */
 export function applyTheme(pref) {
@@ -64,7 +70,8 @@ export class SettingsDialog {
     const close = h("button", { type: "button", class: "icon-btn", "aria-label": "Close settings" }, icon("close"));
     close.addEventListener("click", () => this.dialog.close());
     const tablist = h("div", { class: "tabs vertical", role: "tablist", "aria-label": "Settings sections", "aria-orientation": "vertical" });
-    TABS.forEach(([id, label], k) => {
+    const shown = tabs();
+    shown.forEach(([id, label], k) => {
       const selected = id === this.tab;
       const tab = h("button", { type: "button", role: "tab", id: `settings-tab-${id}`, class: "tab", "aria-selected": String(selected), "aria-controls": "settings-panel", tabindex: selected ? "0" : "-1", text: label });
       tab.addEventListener("click", () => {
@@ -75,7 +82,7 @@ export class SettingsDialog {
       tab.addEventListener("keydown", (e) => {
         if (!["ArrowDown", "ArrowUp"].includes(e.key)) return;
         e.preventDefault();
-        const next = TABS[(k + (e.key === "ArrowDown" ? 1 : TABS.length - 1)) % TABS.length][0];
+        const next = shown[(k + (e.key === "ArrowDown" ? 1 : shown.length - 1)) % shown.length][0];
         this.tab = next;
         this.render();
         this.dialog.querySelector(`#settings-tab-${next}`)?.focus();
@@ -205,6 +212,22 @@ export class SettingsDialog {
     app.models = await api.models();
     app.emit("models");
     this.render();
+  }
+
+  /** Plugin configuration: what the delivery card of cross-session messages shows (spec 09 §7). */
+  plugins(panel) {
+    const toggle = (key, label) => {
+      const box = h("input", { type: "checkbox", checked: app.setting(key, false) === true });
+      box.addEventListener("change", () => this.save({ [key]: box.checked }));
+      return h("div", { class: "field check" }, h("label", null, box, ` ${label}`));
+    };
+    panel.append(
+      h("h3", { text: "Plugin configuration" }),
+      h("h4", { text: "Cross-session messages (agent-message)" }),
+      h("p", { class: "hint", text: "A sent message's card always shows its message ID and delivery state." }),
+      toggle("agentMessage.showMode", "Show the delivery mode (followup, steer, inject)"),
+      toggle("agentMessage.showTargetStatus", "Show the target session's runtime status (running, idle, offline)"),
+    );
   }
 
   about(panel) {

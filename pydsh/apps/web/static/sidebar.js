@@ -49,6 +49,7 @@ export class Sidebar {
     add.addEventListener("click", () => {
       const open = this.addForm.hidden;
       this.addForm.hidden = !open;
+      this.addForm.querySelector("#browse-workspace").hidden = !app.info?.features?.directoryBrowser;
       add.setAttribute("aria-expanded", String(open));
       if (open) this.addForm.querySelector("input").focus();
     });
@@ -72,7 +73,9 @@ export class Sidebar {
   workspaceForm(opener) {
     const input = h("input", { type: "text", class: "input", placeholder: "/path/to/project or ~/project", "aria-label": "Workspace path" });
     const error = h("p", { class: "field-error", role: "alert", hidden: true });
-    const form = h("form", { class: "add-workspace", hidden: true }, input, h("button", { type: "submit", class: "btn small", text: "Add" }), error);
+    const browse = h("button", { type: "button", class: "btn small", id: "browse-workspace", text: "Browse…" });
+    browse.addEventListener("click", () => this.browse(input, form, error));
+    const form = h("form", { class: "add-workspace", hidden: true }, input, h("button", { type: "submit", class: "btn small", text: "Add" }), browse, error);
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       error.hidden = true;
@@ -96,6 +99,21 @@ export class Sidebar {
       }
     });
     return form;
+  }
+
+  /** The directory browser (F6), loaded when first asked for; the folder chosen is added like a typed one. */
+  async browse(input, form, error) {
+    error.hidden = true;
+    try {
+      const { chooseDirectory } = await import("./directories.js");
+      const path = await chooseDirectory();
+      if (!path) return;
+      input.value = path;
+      form.requestSubmit();
+    } catch (err) {
+      error.textContent = `The folder browser is unavailable — type the path instead (${err.message}).`;
+      error.hidden = false;
+    }
   }
 
   toggle() {

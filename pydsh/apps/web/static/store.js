@@ -25,13 +25,15 @@ export const CONTEXT_KINDS = new Set(["runtime-context", "time-context", "contex
 export const MESSAGE_KINDS = new Set(["agent-message", "team-message", "dsh-agent-message", "subagent-settled"]);
 
 /**
- * The kind of a user-role message: "user", "context", "message" or "notice".
+ * The kind of a user-role message: "user", "context", "message", "reference" (a referenced session's
+ * snapshot) or "notice".
  * @param {any} message
- * @returns {"user" | "context" | "message" | "notice"}
+ * @returns {"user" | "context" | "message" | "reference" | "notice"}
  */
 export function userKind(message) {
   const kind = message?.source?.kind;
   if (kind === "user") return "user";
+  if (kind === "session-reference") return "reference";
   if (CONTEXT_KINDS.has(kind) || (typeof kind === "string" && kind.endsWith("-context"))) return "context";
   if (MESSAGE_KINDS.has(kind)) return "message";
   return "notice";

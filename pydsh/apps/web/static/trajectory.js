@@ -43,7 +43,7 @@ export function buildRows(store, withLog) {
     else if (ev.type === "developer/message") push({ kind: "DEVELOPER", seq: ev.seq, ev, text: contentText(d.message?.content ?? d.content) });
     else if (ev.type === "user/message") {
       const kind = userKind(d);
-      const label = kind === "user" ? "USER" : kind === "context" ? "CONTEXT" : "NOTICE";
+      const label = kind === "user" ? "USER" : kind === "context" || kind === "reference" ? "CONTEXT" : "NOTICE";
       push({ kind: label, seq: ev.seq, ev, text: contentText(d.content).slice(0, 2000), start: ev.time });
     } else if (ev.type === "assistant/message") {
       const content = d.message?.content || [];

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.apps.web.browser.harness import screenshot, wait_for
+from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
 
 TEAMS = [{"id": "agent-teams", "disabled": False}, {"id": "tool-agent-team", "disabled": False}]
@@ -111,9 +112,11 @@ def test_t13_cross_session_message_card_names_the_sender_title(web, browse):
     page.locator(f".session-row[data-session-id='{b_id}']").click()
     card = page.locator(".message-card", has_text="Please rerun the tests.")
     card.wait_for()
-    assert card.locator(".from-btn").inner_text() == f"From {a_title}"
+    assert card.locator(".from-btn").inner_text() == f"From Session · {a_title}"
     assert "dsh-agent-message" not in card.inner_text()
-    card.locator(".from-btn").click()
+    assert card.evaluate("e => getComputedStyle(e).marginLeft") == "0px"
+    card.locator(".from-btn").focus()
+    page.keyboard.press("Enter")
     wait_for(lambda: page.evaluate("decodeURIComponent(location.hash.split('/').pop())") == a_id, message="A opened")
 
 
@@ -137,3 +140,54 @@ def test_t13_team_panel_shows_member_and_task_moving_live(web, browse):
     assert "deepseek-v4-flash" in panel.locator(".team-member[data-name=grader]").inner_text()
     panel.locator(".task-column[data-status=in_progress] .task-card[data-task-id=task-1]").wait_for()
     assert "Grade the work" in panel.inner_text()
+
+
+def test_send_card_shows_a_selectable_message_id_live_state_and_plugin_toggles(web, browse):
+    send_to = calls(
+        {
+            "name": "send_agent_message",
+            "arguments": {"to": "{{fromRequest:session ([0-9a-f-]{36})}}", "content": "Please rerun the tests."},
+        }
+    )
+    server = web([[{"text": "B is ready."}, {"text": "Will do."}], [send_to, {"text": "Sent."}]], extra=AGENT_MESSAGE)
+    b = browse(server)
+    page = b.page
+    b.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    fetched: list[str] = []
+    page.on("request", lambda r: fetched.append(r.url) if r.url.endswith("/messages") else None)
+    send(page, "Wait for messages")
+    page.locator(".turn-end").wait_for()
+    b_id = page.evaluate("decodeURIComponent(location.hash.split('/').pop())")
+    page.locator("#new-session").click()
+    assert page.locator("#copy-id").is_hidden()
+    send(page, f"Message session {b_id} about the tests")
+    wait_for(lambda: page.evaluate("location.hash.split('/').pop()") not in ("", b_id), message="session A opened")
+    a_id = page.evaluate("decodeURIComponent(location.hash.split('/').pop())")
+    page.locator(".turn-end").wait_for()
+    page.locator(".work-toggle").click()
+    card = page.locator(".tool-card[data-tool=send_agent_message]")
+    wait_for(lambda: card.locator(".tool-summary").inner_text().endswith("· claimed"), message="claimed pushed live")
+    assert [u for u in fetched if a_id in u] == [f"{server.origin}/api/sessions/{a_id}/messages"]
+    [result] = [e for e in server.events(a_id, "tool/result")]
+    message_id = result["data"]["meta"]["messageId"]
+    card.locator(".tool-head").click()
+    shown = card.locator(".message-id")
+    assert shown.inner_text() == message_id
+    assert shown.evaluate("e => getComputedStyle(e).userSelect") == "all"
+    page.keyboard.press("Control+,")
+    dialog = page.locator("dialog.settings-dialog")
+    dialog.get_by_role("tab", name="Plugin configuration").click()
+    dialog.get_by_label("Show the delivery mode").check()
+    dialog.get_by_label("Show the target session's runtime status").check()
+    summary = card.locator(".tool-summary")
+    wait_for(lambda: summary.inner_text().endswith("· claimed · mode followup · target idle"), message="mode, target")
+    assert not serious(page, "plugin configuration")
+    page.keyboard.press("Escape")
+    with server.client() as c:
+        values = c.get("/api/settings").json()["values"]
+    assert values["agentMessage.showMode"] is True and values["agentMessage.showTargetStatus"] is True
+    copy = page.get_by_role("button", name="Copy ID of this session")
+    copy.click()
+    assert copy.inner_text() == "Copied"
+    assert page.evaluate("navigator.clipboard.readText()") == a_id
+    screenshot(page, "message-delivery")

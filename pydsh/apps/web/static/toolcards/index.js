@@ -21,7 +21,7 @@ const RENDERERS = {
   todo_write: { title: "Plan", icon: "list", ...todo },
   subagent: { title: "Subagent", icon: "agents", summary: agent.subagentSummary, body: agent.body },
   send_message: { title: "Message", icon: "message", summary: agent.messageSummary, body: agent.body },
-  send_agent_message: { title: "Message", icon: "message", summary: agent.messageSummary, body: agent.body },
+  send_agent_message: { title: "Message", icon: "message", summary: agent.agentMessageSummary, body: agent.agentMessageBody },
   ask_user_question: { title: "Ask question", icon: "question", summary: askSummary, body: generic.body },
 };
 
