@@ -73,7 +73,9 @@ def test_scripts_never_inject_html_or_reach_other_hosts() -> None:
         assert not re.search(r"\.(innerHTML|outerHTML)\s*=|insertAdjacentHTML|document\.write", text), path.name
         if path.parent.name == "vendor":
             # A vendored library names its home page in comments and messages; it must touch no DOM or network.
-            assert not re.search(r"\b(document|window|fetch|XMLHttpRequest|WebSocket|EventSource|import\()", text), path.name
+            assert not re.search(r"\b(document|window|fetch|XMLHttpRequest|WebSocket|EventSource|import\()", text), (
+                path.name
+            )
         else:
             assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text), path.name
         assert "@import" not in text and "url(http" not in text, path.name

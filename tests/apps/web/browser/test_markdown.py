@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.apps.web.browser.harness import screenshot
+from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
 from tests.apps.web.browser.test_tools import card, expand
 
@@ -46,7 +47,10 @@ def test_tables_nested_lists_and_links_render_as_markdown(web, browse):
     answer = answer_of(page)
     table = answer.locator("table")
     assert table.locator("th").all_inner_texts() == ["Tool", "Calls"]
-    assert [r.locator("td").all_inner_texts() for r in table.locator("tbody tr").all()] == [["read", "3"], ["bash", "12"]]
+    assert [r.locator("td").all_inner_texts() for r in table.locator("tbody tr").all()] == [
+        ["read", "3"],
+        ["bash", "12"],
+    ]
     assert "|" not in answer.inner_text()
     nested = answer.locator("ul > li > ul > li")
     assert nested.all_inner_texts() == ["inner one", "inner two"]
@@ -64,6 +68,7 @@ def test_tables_nested_lists_and_links_render_as_markdown(web, browse):
     assert "<b>bold?</b> <script>alert(1)</script>" in text
     assert answer.locator("b, script").count() == 0
     assert answer.locator(".md-check").all_inner_texts() == ["☑", "☐"]
+    assert not serious(page, "markdown answer")
     screenshot(page, "markdown")
 
 
