@@ -6,6 +6,7 @@ import { ApprovalCard } from "./approval.js";
 import { ChatView } from "./chat.js";
 import { Composer } from "./composer.js";
 import { announce, copyText, h, icon, replace } from "./dom.js";
+import { Drawer } from "./drawer.js";
 import { Inspector } from "./inspector.js";
 import { QuestionCard } from "./question.js";
 import { SettingsDialog, applyFontSize, applyTheme } from "./settings.js";
@@ -90,6 +91,9 @@ class Page {
       newSession: (ws) => this.newSession(ws),
       openSettings: () => this.settings.open(),
       openShortcuts: () => this.shortcuts(),
+    });
+    this.drawer = new Drawer($("sidebar"), /** @type {HTMLElement} */ (document.querySelector(".title-row")), {
+      beforeOpen: () => document.body.classList.contains("sidebar-collapsed") && this.sidebar.toggle(),
     });
     this.chat = new ChatView($("conversation"), {
       onInspect: (callId) => this.inspect(callId),
@@ -306,7 +310,8 @@ class Page {
         this.newSession();
       } else if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "k") {
         e.preventDefault();
-        if (document.body.classList.contains("sidebar-collapsed")) this.sidebar.toggle();
+        if (this.drawer.narrow()) this.drawer.open();
+        else if (document.body.classList.contains("sidebar-collapsed")) this.sidebar.toggle();
         $("session-filter").focus();
       } else if ((e.ctrlKey || e.metaKey) && e.key === ",") {
         e.preventDefault();

@@ -1,4 +1,18 @@
-// The one element-building function every panel uses: text goes in as text nodes, never as HTML.
+// The one element-building function every panel uses: text goes in as text nodes, never as HTML, with
+// bidi override and isolate characters shown as visible markers so they cannot reorder what is displayed.
+
+const BIDI = /[\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * Text with each bidi embedding, override or isolate character (U+202A–202E, U+2066–2069) replaced by a
+ * visible `⟨U+202E⟩` marker: the characters session titles drop, kept visible here so `gnp.exe` cannot
+ * display as `exe.png` in chat text, tool output or file names.
+ * @param {string} text
+ * @returns {string}
+ */
+export function visible(text) {
+  return text.replace(BIDI, (c) => `⟨U+${c.charCodeAt(0).toString(16).toUpperCase()}⟩`);
+}
 
 /**
  * Build an element. `props` keys: `class`, `text`, `on<Event>` handlers, `dataset`, `aria-*`/other attributes,
@@ -14,10 +28,11 @@ export function h(tag, props, ...children) {
     for (const [key, value] of Object.entries(props)) {
       if (value === undefined || value === null || value === false) continue;
       if (key === "class") el.className = value;
-      else if (key === "text") el.textContent = String(value);
+      else if (key === "text") el.textContent = visible(String(value));
       else if (key === "dataset") Object.assign(el.dataset, value);
       else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2).toLowerCase(), value);
       else if (key === "hidden" || key === "value" || key === "checked" || key === "disabled" || key === "selected") el[key] = value;
+      else if (key === "title" || key === "aria-label") el.setAttribute(key, visible(String(value)));
       else el.setAttribute(key, value === true ? "" : String(value));
     }
   }
@@ -33,7 +48,7 @@ export function h(tag, props, ...children) {
 export function append(el, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
-    el.append(typeof child === "string" ? document.createTextNode(child) : child);
+    el.append(typeof child === "string" ? document.createTextNode(visible(child)) : child);
   }
 }
 

@@ -47,14 +47,19 @@ def web(tmp_path: Path) -> Iterator[Callable[..., WebServer]]:
 class Browser:
     """A signed-in page on a server, collecting console errors and page errors."""
 
-    def __init__(self, chromium: Any, server: WebServer, *, color_scheme: str = "light") -> None:
+    def __init__(self, chromium: Any, server: WebServer, *, color_scheme: str = "light", **context: Any) -> None:
+        """`context` overrides options of the browser context (a phone's viewport, `has_touch`, a zoom's
+        `device_scale_factor`)."""
         self.server = server
         self.errors: list[str] = []
         self.context = chromium.new_context(
-            viewport={"width": 1400, "height": 900},
-            reduced_motion="reduce",
-            color_scheme=color_scheme,
-            accept_downloads=True,
+            **{
+                "viewport": {"width": 1400, "height": 900},
+                "reduced_motion": "reduce",
+                "color_scheme": color_scheme,
+                "accept_downloads": True,
+                **context,
+            }
         )
         self.page = self.context.new_page()
         self.page.clock.set_fixed_time(time.time())
@@ -62,7 +67,7 @@ class Browser:
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
         self._sign_in(server)
-        self.page.wait_for_selector("#new-session")
+        self.page.wait_for_selector("#new-session", state="attached")
 
     def _sign_in(self, server: WebServer) -> None:
         """The printed URL when its single-use token is unspent (keeping the cookie for later clients),

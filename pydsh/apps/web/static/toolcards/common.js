@@ -1,6 +1,7 @@
 // Helpers shared by the tool card renderers.
 
-import { contentText, copyButton, h } from "../dom.js";
+import { ansiLines } from "../ansi.js";
+import { append, contentText, copyButton, h } from "../dom.js";
 
 export const PREVIEW_LINES = 200;
 
@@ -39,21 +40,21 @@ export function meta(result) {
 
 /**
  * Monospace output showing its first 200 lines, with "Show all" for the rest, `[stderr]` and marker lines
- * highlighted.
+ * highlighted, and terminal colours as ansi-* classes (other escapes dropped).
  * @param {string} text
  * @param {{label?: string}} [options]
  */
 export function output(text, options = {}) {
-  const lines = text.replace(/\n+$/, "").split("\n");
+  const lines = ansiLines(text.replace(/\n+$/, ""));
   const pre = h("pre", { class: "tool-output", tabindex: "0", "aria-label": options.label || "Output" });
   const fill = (count) => {
     pre.replaceChildren();
     let inStderr = false;
     for (const line of lines.slice(0, count)) {
-      if (line === "[stderr]") inStderr = true;
-      const marker = /^\[(exit code|timed out|killed by signal|sandbox|background job|job )/.test(line) || line === "[stderr]";
+      if (line.text === "[stderr]") inStderr = true;
+      const marker = /^\[(exit code|timed out|killed by signal|sandbox|background job|job )/.test(line.text) || line.text === "[stderr]";
       const cls = marker ? "out-marker" : inStderr ? "out-stderr" : null;
-      pre.append(cls ? h("span", { class: cls, text: line }) : line, "\n");
+      append(pre, [cls ? h("span", { class: cls }, line.nodes) : line.nodes, "\n"]);
     }
   };
   fill(PREVIEW_LINES);
