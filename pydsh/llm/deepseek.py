@@ -504,12 +504,16 @@ class DeepSeekAdapter:
         *,
         route: str = ROUTE,
         base_url: str | None = None,
+        base_url_env: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config
         self.transport = transport
         self.route = route
-        self.url = messages_url(base_url or config.baseURL or DEFAULT_BASE_URL)
+        self.base_url = base_url or config.baseURL or DEFAULT_BASE_URL
+        self.base_url_env = base_url_env
+        """The environment variable the base URL came from, if it did (Settings says so)."""
+        self.url = messages_url(self.base_url)
         self.catalog = {m.id: m for m in (config.models if config.models is not None else SHIPPED_MODELS)}
         self.reader = ReplayReader(REPLAY_KIND, 1)
         self._client: httpx.AsyncClient | None = None
@@ -645,8 +649,10 @@ optional = (LLM_TRANSPORT,)
 
 def apply(ctx: Context, config: Config) -> None:
     """Register the ``deepseek-official`` route; the HTTP pool closes when the plugin unloads."""
-    base = config.baseURL or os.environ.get("DEEPSEEK_BASE_URL", "").strip() or DEFAULT_BASE_URL
+    from_env = None if config.baseURL else os.environ.get("DEEPSEEK_BASE_URL", "").strip() or None
+    base = config.baseURL or from_env or DEFAULT_BASE_URL
     transport = ctx.get(LLM_TRANSPORT)
-    adapter = DeepSeekAdapter(config, base_url=http.check_base_url(base), transport=transport)
+    env = "DEEPSEEK_BASE_URL" if from_env else None
+    adapter = DeepSeekAdapter(config, base_url=http.check_base_url(base), base_url_env=env, transport=transport)
     ctx.register(adapter.aclose)
     ctx.require(LLM).register_adapter(ctx, [ROUTE], adapter)

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydsh.agent.keys import AGENTS
+from pydsh.agent.keys import AGENTS, SYSTEM_PROMPT
 from pydsh.apps.usage import UsageError
 from pydsh.apps.web.hub import WebHub
 from pydsh.apps.web.limits import Throttle, open_file_limit
 from pydsh.apps.web.options import WebOptions, host_literal, is_loopback, parse_options, refusal
 from pydsh.apps.web.state import STATIC, Config, WebState
+from pydsh.apps.web.surface import WebSurface, source_checkout
 from pydsh.host.keys import APP
 from pydsh.kernel.context import Context
 from pydsh.kernel.keys import HOST_INFO
@@ -40,9 +41,10 @@ SHUTDOWN_BOUND_S = 5.0
 class WebApp:
     """The ``app`` service of the ``web`` profile."""
 
-    def __init__(self, ctx: Context, config: Config) -> None:
+    def __init__(self, ctx: Context, config: Config, surface: WebSurface) -> None:
         self.ctx = ctx
         self.config = config
+        self.surface = surface
 
     async def run(self, host: Host, args: list[str]) -> int:
         try:
@@ -109,6 +111,7 @@ class RunningServer:
     task: asyncio.Task[None]
     sock: socket.socket
     throttle: Throttle
+    surface: WebSurface | None
 
     @property
     def url(self) -> str:
@@ -117,6 +120,8 @@ class RunningServer:
     async def stop(self) -> None:
         """Cancel running turns, resolve what waits as ``cancelled``, flush, then stop serving."""
         await self.hub.stop()
+        if self.surface is not None:
+            self.surface.url = None
         self.server.should_exit = True
         await asyncio.wait({self.task}, timeout=SHUTDOWN_BOUND_S)
         self.sock.close()
@@ -175,7 +180,11 @@ async def start_server(
         task.result()
         raise OSError("the web server stopped while starting")
     base = f"http://{host_literal(options.host)}:{port}"
-    return RunningServer(base, token, hub, state, server, task, sock, throttle)
+    app_service = ctx.get(APP)
+    surface = app_service.surface if isinstance(app_service, WebApp) else None
+    if surface is not None:
+        surface.url = f"{base}/"
+    return RunningServer(base, token, hub, state, server, task, sock, throttle, surface)
 
 
 async def serve(host: Host, config: Config, options: WebOptions, sock: socket.socket) -> int:
@@ -225,8 +234,12 @@ def _Server(config: Any) -> Any:
 
 name = "web-app"
 inject = (AGENTS, SESSIONS, LLM, SESSION_INDEX)
+optional = (SYSTEM_PROMPT,)
 
 
 def apply(ctx: Context, config: Config | None) -> None:
-    """Provide the ``app`` service (config: optional panels, see ``state.Config``)."""
-    ctx.provide(APP, WebApp(ctx, config or Config()))
+    """Provide the ``app`` service (config: optional panels, see ``state.Config``) and the web app's
+    runtime-context sections (the model is told where pydsh's source is and where the page is served)."""
+    surface = WebSurface(source_checkout())
+    surface.register(ctx)
+    ctx.provide(APP, WebApp(ctx, config or Config(), surface))

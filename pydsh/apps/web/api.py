@@ -285,7 +285,7 @@ class Api:
             "session": summary,
             "header": session.header,
             "projections": projections,
-            "pending": self.hub.waiting.pending(sid),
+            "pending": self.hub.waiting.pending(sid, session),
             "lastSeq": session.seq,
         }
         return JSONResponse(body)
@@ -325,12 +325,13 @@ class Api:
             held.callback(self._stream_slot(request))
             sub, live_events, inflight = self.hub.streams.subscribe(sid)
             held.callback(self.hub.streams.unsubscribe, sid, sub)
-            events = live_events if live_events is not None else list((await self.hub.views.read(sid)).events)
+            stored = None if live_events is not None else await self.hub.views.read(sid)
+            events = list(stored.events) if stored is not None else live_events or []
             hello = {
                 "sessionId": sid,
                 "lastSeq": events[-1]["seq"] if events else -1,
                 "status": self.hub.views.status_of(sid),
-                "pending": self.hub.waiting.pending(sid),
+                "pending": self.hub.waiting.pending(sid, stored),
             }
             replay: list[Frame] = [("hello", hello, None)]
             replay += [("session-event", e, e["seq"]) for e in events if e["seq"] > after]
@@ -366,7 +367,7 @@ class Api:
 
     async def unqueue(self, request: Request) -> Response:
         await read_body(request, EmptyBody)
-        self.hub.unqueue(request.path_params["id"], request.path_params["messageId"])
+        await self.hub.unqueue(request.path_params["id"], request.path_params["messageId"])
         return Response(status_code=204)
 
     async def cancel(self, request: Request) -> Response:

@@ -184,9 +184,14 @@ class WebHub:
             raise ApiError(409, "not_accepted", str(exc)) from None
         return {"messageId": receipt.message_id, "queued": receipt.queued, "acceptedAtSeq": receipt.accepted_at_seq}
 
-    def unqueue(self, session_id: str, message_id: str) -> None:
-        """Cancel a queued prompt in the inbox so it never runs (F27)."""
+    async def unqueue(self, session_id: str, message_id: str) -> None:
+        """Cancel a queued prompt in the inbox so it never runs (F27); an offline session is opened for it, since
+        its log keeps the prompt for the next run."""
         agent = self.agents.get(session_id)
+        if agent is None:
+            session = await self.views.read(session_id)
+            if session.header.get("origin") != "subagent":
+                agent = await self.live_agent(session_id)
         inbox = getattr(agent, "inbox", None)
         if inbox is None:
             raise not_found(f'Queued message "{message_id}"')

@@ -105,6 +105,7 @@ class Providers:
             }
             if source is not None:
                 entry["keySource"] = source
+            entry.update(_base_url(llm.adapter_for(pid), pid))
             entry["models"] = [_model_view(m) for m in catalog]
             providers.append(entry)
         return providers
@@ -229,6 +230,19 @@ def _key_env(adapter: Any, provider: str) -> tuple[bool, str | None]:
     return True, None
 
 
+def _base_url(adapter: Any, provider: str) -> dict[str, str]:
+    """``{baseUrl, baseUrlEnv?}``: the address a route's requests go to, and the environment variable that set
+    it, so the Edit form shows what is in effect (``{}`` for adapters without one, such as scripted ones)."""
+    routes = getattr(adapter, "providers", None)
+    if isinstance(routes, dict) and provider in routes:
+        return {"baseUrl": str(routes[provider].baseURL)}
+    base = getattr(adapter, "base_url", None)
+    if not isinstance(base, str):
+        return {}
+    env = getattr(adapter, "base_url_env", None)
+    return {"baseUrl": base, "baseUrlEnv": env} if isinstance(env, str) else {"baseUrl": base}
+
+
 def _model_view(info: ModelInfo) -> dict[str, Any]:
     out: dict[str, Any] = {"id": info["id"], "label": info.get("name") or info["id"]}
     window = (info.get("context") or {}).get("contextWindow")
@@ -236,6 +250,8 @@ def _model_view(info: ModelInfo) -> dict[str, Any]:
         out["contextWindow"] = window
     reasoning = info.get("reasoning")
     out["efforts"] = [e["id"] for e in reasoning["efforts"]] if reasoning else []
+    if reasoning and reasoning.get("defaultEffort"):
+        out["defaultEffort"] = reasoning["defaultEffort"]
     return out
 
 

@@ -324,8 +324,19 @@ class WebState:
         return out
 
     async def models(self) -> dict[str, Any]:
-        """``GET /api/models``: the routes, their models and efforts, and the defaults (F26, F41)."""
-        return {"providers": await self.providers.listed(), "defaults": self.info()["defaults"]}
+        """``GET /api/models``: the routes, their models and efforts, and the defaults (F26, F41).
+
+        The defaults name the effort a new session will run: the chosen default effort, else the
+        default model's own default (the one the model service fills in), so the page never shows
+        another.
+        """
+        providers = await self.providers.listed()
+        defaults = self.info()["defaults"]
+        if "effort" not in defaults:
+            effort = _default_effort(providers, defaults)
+            if effort is not None:
+                defaults["effort"] = effort
+        return {"providers": providers, "defaults": defaults}
 
     def new_session_defaults(self) -> tuple[str | None, dict[str, Any] | None]:
         """The permission preset and route a new session starts with when the page sends none (F9)."""
@@ -402,6 +413,17 @@ def _workspace(path: str, count: int) -> dict[str, Any]:
         "name": os.path.basename(path.rstrip("/")) or path,
         "sessionCount": count,
     }
+
+
+def _default_effort(providers: list[dict[str, Any]], route: dict[str, Any]) -> str | None:
+    """The default effort of ``route``'s model in the listed ``providers``, if it declares one."""
+    for provider in providers:
+        if provider["id"] != route.get("provider"):
+            continue
+        for model in provider["models"]:
+            if model["id"] == route.get("model") and isinstance(model.get("defaultEffort"), str):
+                return str(model["defaultEffort"])
+    return None
 
 
 def _allowed(key: str, value: Any) -> bool:

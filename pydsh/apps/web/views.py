@@ -127,7 +127,7 @@ class SessionViews:
 
     def summary(self, session: Session, fold: SessionFold | None = None) -> dict[str, Any]:
         """``SessionSummary`` of a live or stored session."""
-        return self._summary(session.id, session.header, self.title_of(session), fold or self.fold(session))
+        return self._summary(session.id, session.header, self.title_of(session), fold or self.fold(session), session)
 
     def stored_summary(self, entry: IndexEntry) -> dict[str, Any]:
         """``SessionSummary`` of a stored session from its session-index entry (no log is read)."""
@@ -136,9 +136,12 @@ class SessionViews:
         summary["updatedAt"] = entry.updated_at
         return summary
 
-    def _summary(self, sid: str, header: dict[str, Any], title: str, fold: SummaryFold) -> dict[str, Any]:
-        """``SessionSummary`` from a header, a title and a summary fold, with this process's live state."""
-        pending = self.hub.waiting.pending(sid)
+    def _summary(
+        self, sid: str, header: dict[str, Any], title: str, fold: SummaryFold, session: Session | None = None
+    ) -> dict[str, Any]:
+        """``SessionSummary`` from a header, a title and a summary fold, with this process's live state (and the
+        prompts an offline session's log keeps queued, when its log is at hand)."""
+        pending = self.hub.waiting.pending(sid, session)
         cwd = str(header.get("cwd") or "")
         out: dict[str, Any] = {
             "sessionId": sid,

@@ -10,12 +10,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydsh.agent.inbox import INBOX
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.policy.questions import Answer, QuestionRequest
 
 if TYPE_CHECKING:
     from pydsh.apps.web.hub import WebHub
     from pydsh.session.events import Event
+    from pydsh.session.log import Session
 
 
 def now_ms() -> int:
@@ -166,27 +168,30 @@ class Waiting:
 
     # -- the Pending value ----------------------------------------------------------------------
 
-    def pending(self, session_id: str) -> dict[str, Any]:
-        """The ``Pending`` value of a session (§4.1)."""
+    def pending(self, session_id: str, stored: Session | None = None) -> dict[str, Any]:
+        """The ``Pending`` value of a session (§4.1); ``stored`` is its log when it may be offline."""
         return {
             "approvals": [p.view() for p in self.approvals.values() if p.session_id == session_id],
             "questions": [q.view() for q in self.questions.values() if q.session_id == session_id],
-            "queued": self._queued(session_id),
+            "queued": self._queued(session_id, stored),
         }
 
-    def _queued(self, session_id: str) -> list[dict[str, Any]]:
-        """The user's prompts still in the live agent's inbox, with when each was queued."""
+    def _queued(self, session_id: str, stored: Session | None) -> list[dict[str, Any]]:
+        """The user's prompts still in the inbox, with when each was queued: the live agent's inbox, else the
+        one an offline session's log keeps (they run when the session is next opened, so they must show)."""
         agent = self.hub.agents.get(session_id)
         inbox = getattr(agent, "inbox", None)
-        if inbox is None or agent is None:
+        if inbox is not None and agent is not None:
+            session = agent.session
+            lists = (("queue", inbox.next_turn), ("steer", inbox.next_step))
+        elif stored is not None:
+            session = stored
+            kept = stored.fold(INBOX)
+            lists = (("queue", kept["next-turn"]), ("steer", kept["next-step"]))
+        else:
             return []
-        waiting = [
-            (mode, m)
-            for mode, messages in (("queue", inbox.next_turn), ("steer", inbox.next_step))
-            for m in messages
-            if m.get("source", {}).get("kind") == "user"
-        ]
-        times = _insert_times(agent.session.events, {m["id"] for _mode, m in waiting})
+        waiting = [(mode, m) for mode, messages in lists for m in messages if m.get("source", {}).get("kind") == "user"]
+        times = _insert_times(session.events, {m["id"] for _mode, m in waiting})
         return [
             {
                 "messageId": message["id"],

@@ -16,11 +16,30 @@ export function modelLabel(model) {
   return `${model.provider ? `${model.provider}/` : ""}${model.model}${model.effort ? ` · ${model.effort}` : ""}`;
 }
 
+/**
+ * The breadcrumb trail from the tree's root (lead) down to `sessionId`: `[{name, id}]`, or null when it is absent.
+ * @param {any} root
+ * @param {string} sessionId
+ */
+export function agentTrail(root, sessionId) {
+  const walk = (node, trail) => {
+    const name = trail.length ? (node.name || node.sessionId.slice(0, 8)).split("/").pop() : "lead";
+    const here = [...trail, { name, id: node.sessionId }];
+    if (node.sessionId === sessionId) return here;
+    for (const child of node.children || []) {
+      const found = walk(child, here);
+      if (found) return found;
+    }
+    return null;
+  };
+  return walk(root, []);
+}
+
 /** The header chip and its popover. */
 export class AgentsChip {
   /**
    * @param {HTMLElement} slot
-   * @param {{openSession: (id: string, path: string[]) => void}} ctx
+   * @param {{openSession: (id: string, path: {name: string, id: string}[] | null) => void}} ctx
    */
   constructor(slot, ctx) {
     this.slot = slot;
@@ -66,8 +85,9 @@ export class AgentsChip {
   paint() {
     if (!this.root) return;
     const now = Date.now();
-    const node = (n, depth) => {
+    const node = (n, depth, trail) => {
       const label = n.name || n.sessionId.slice(0, 8);
+      const here = [...trail, { name: depth === 0 ? "lead" : label.split("/").pop(), id: n.sessionId }];
       const status = n.status || "idle";
       const button = h(
         "button",
@@ -79,12 +99,12 @@ export class AgentsChip {
       button.style.setProperty("--depth", String(depth));
       button.addEventListener("click", () => {
         this.close(false);
-        this.ctx.openSession(n.sessionId, depth === 0 ? null : ["lead", ...label.split("/")]);
+        this.ctx.openSession(n.sessionId, depth === 0 ? null : here);
       });
-      return [h("li", null, button), ...(n.children || []).flatMap((c) => node(c, depth + 1))];
+      return [h("li", null, button), ...(n.children || []).flatMap((c) => node(c, depth + 1, here))];
     };
     const rootNode = { ...this.root, name: "lead" };
-    replace(this.popover, h("h2", { class: "popover-title", text: "Agents" }), h("ul", { class: "agent-tree" }, node(rootNode, 0)));
+    replace(this.popover, h("h2", { class: "popover-title", text: "Agents" }), h("ul", { class: "agent-tree" }, node(rootNode, 0, [])));
   }
 
   key(e) {

@@ -25,7 +25,12 @@ export async function call(method, path, body) {
   const init = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
   if (method !== "GET") init.headers["Content-Type"] = "application/json";
   if (body !== undefined) init.body = JSON.stringify(body);
-  const response = await fetch(path, init);
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch {
+    throw new ApiError(0, "unreachable", "The pydsh server cannot be reached; is it still running?");
+  }
   if (response.status === 204) return null;
   const text = await response.text();
   let data = null;

@@ -1,7 +1,7 @@
 // Entry module: wires the store, the streams and every panel of the page together.
 
 import { ApiError, Stream, api, get } from "./api.js";
-import { AgentsChip } from "./agents.js";
+import { AgentsChip, agentTrail } from "./agents.js";
 import { ApprovalCard } from "./approval.js";
 import { ChatView } from "./chat.js";
 import { Composer } from "./composer.js";
@@ -85,6 +85,8 @@ class Page {
     this.stream = null;
     this.panelHooks = [];
     this.path = null;
+    this.conn = { index: "open", session: "open" };
+    this.target = null;
     this.settings = new SettingsDialog({ notify });
     this.sidebar = new Sidebar($("sidebar"), {
       openSession: (id) => this.openSession(id),
@@ -152,11 +154,34 @@ class Page {
       "session-removed": (d) => app.removeSession(d.sessionId),
       workspace: (w) => app.upsertWorkspace(w),
       "workspace-removed": (d) => app.removeWorkspace(d.workspaceId),
-    }, () => {});
+    }, (state) => this.setConn("index", state));
     await this.loadPanels();
-    const match = location.hash.match(/^#\/session\/(.+)$/);
-    if (match) await this.openSession(decodeURIComponent(match[1]));
+    const id = addressedSession();
+    if (id) await this.openSession(id);
     else this.newSession(undefined, false);
+    window.addEventListener("popstate", () => this.route());
+    window.addEventListener("hashchange", () => this.route());
+  }
+
+  /** Follow the address after back/forward or an edit: `#/session/<id>` opens it, anything else the new-session draft. */
+  route() {
+    const id = addressedSession();
+    if (id && id !== this.target) this.openSession(id);
+    else if (!id && this.target) this.newSession(undefined, false);
+  }
+
+  /** Show `url` in the address bar: a new history entry when it changes (so Back returns), else the same one. */
+  address(url) {
+    if (`${location.pathname}${location.search}${location.hash}` === url) history.replaceState(null, "", url);
+    else history.pushState(null, "", url);
+  }
+
+  /** "Reconnecting…" while either stream (the index or the open session's) is down, on every page. */
+  setConn(stream, state) {
+    this.conn[stream] = state;
+    const down = Object.values(this.conn).includes("reconnecting");
+    $("conn").hidden = !down;
+    $("conn").textContent = down ? "Reconnecting…" : "";
   }
 
   /** Load every ready panel with import() inside its own error boundary (D3). */
@@ -351,10 +376,13 @@ class Page {
   /** The empty state of a new session: workspace and agent-preset chips and the composer. */
   newSession(workspaceId, focus = true) {
     this.closeStream();
+    // Replace an address no session was shown for (one that failed to open) rather than stack it.
+    if (this.store) this.address("/");
+    else history.replaceState(null, "", "/");
     this.store = null;
+    this.target = null;
     app.current = null;
     this.path = null;
-    history.replaceState(null, "", "/");
     if (workspaceId) app.draftWorkspace = workspaceId;
     const ws = h("select", { class: "chip-select", id: "draft-workspace", "aria-label": "Workspace" });
     this.draftWorkspace = ws;
@@ -401,9 +429,9 @@ class Page {
     $("tab-trajectory").disabled = !store;
     const crumb = $("breadcrumb");
     const name = store?.summary?.name;
-    const parts = this.path || (store?.isMember() && name ? ["lead", ...name.split("/")] : null);
+    const parts = this.path || (store?.isMember() && name ? ["lead", ...name.split("/")].map((n) => ({ name: n })) : null);
     crumb.hidden = !parts;
-    replace(crumb, parts ? h("ol", null, parts.map((p, i) => h("li", { "aria-current": i === parts.length - 1 ? "page" : null, text: p }))) : null);
+    replace(crumb, parts ? h("ol", null, parts.map((p, i) => h("li", null, crumbItem(p, i === parts.length - 1)))) : null);
     document.title = `${title} · pydsh`;
   }
 
@@ -418,6 +446,7 @@ class Page {
   /** Open a session: its detail, its last turns, then its stream after the last seq read. */
   async openSession(id, path = null) {
     this.closeStream();
+    this.target = id;
     this.draftWorkspace = null;
     this.path = path && path.length > 1 ? path : null;
     const store = new SessionStore(id);
@@ -427,6 +456,7 @@ class Page {
       [detail, page] = await Promise.all([api.session(id), api.tail(id)]);
     } catch (err) {
       notify(err instanceof ApiError && err.status === 404 ? "That session no longer exists." : err.message);
+      this.target = this.store?.id || null;
       if (!this.store) this.newSession(undefined, false);
       return;
     }
@@ -435,7 +465,7 @@ class Page {
     store.hasMore = Boolean(page.hasMore);
     this.store = store;
     app.current = store;
-    history.replaceState(null, "", `#/session/${encodeURIComponent(id)}`);
+    this.address(`/#/session/${encodeURIComponent(id)}`);
     this.chat.open(store);
     this.trajectory.open(store);
     this.inspector.hide();
@@ -468,7 +498,7 @@ class Page {
     this.panelCall("session", store);
   }
 
-  /** The breadcrumb of a member opened without one: its full name in the tree of its root session. */
+  /** The breadcrumb of a member opened without one: lead and each ancestor down to it in its root session's tree. */
   async memberPath(store) {
     try {
       let root = store.summary?.parentSessionId || store.header?.parentSession;
@@ -477,9 +507,7 @@ class Page {
         if (!parent.parentSessionId) break;
         root = parent.parentSessionId;
       }
-      const find = (node) => (node.sessionId === store.id ? node : (node.children || []).map(find).find(Boolean));
-      const node = root ? find((await api.agents(root)).root) : null;
-      return node?.name ? ["lead", ...node.name.split("/")] : null;
+      return root ? agentTrail((await api.agents(root)).root, store.id) : null;
     } catch {
       return null;
     }
@@ -531,10 +559,7 @@ class Page {
         team: (d) => this.panelCall("team", d),
         messages: (d) => this.deliveries(store, d),
       },
-      (state) => {
-        $("conn").hidden = state === "open";
-        $("conn").textContent = state === "open" ? "" : "Reconnecting…";
-      },
+      (state) => this.setConn("session", state),
     );
   }
 
@@ -555,7 +580,7 @@ class Page {
   closeStream() {
     this.stream?.close();
     this.stream = null;
-    $("conn").hidden = true;
+    this.setConn("session", "open");
   }
 
   scrollToEnd(onlyIfNear = false) {
@@ -645,6 +670,22 @@ class Page {
       notify(err.message);
     }
   }
+}
+
+/** The session id the address names (`#/session/<id>`), or null (also for a mistyped escape). */
+function addressedSession() {
+  const match = location.hash.match(/^#\/session\/(.+)$/);
+  try {
+    return match ? decodeURIComponent(match[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** One breadcrumb entry: the open session as plain text, an ancestor as a link that opens it. */
+function crumbItem(part, current) {
+  if (current || !part.id) return h("span", { "aria-current": current ? "page" : null, text: part.name });
+  return h("a", { href: `#/session/${encodeURIComponent(part.id)}`, text: part.name });
 }
 
 function oneSentence(text) {

@@ -300,8 +300,11 @@ export class ChatView {
     if (view.work && this.ctx.collapse()) view.expand(false);
     view.refresh();
     const answers = view.answers.join("\n\n");
+    // Without a work group nothing else says a turn did not complete (a stopped text-only answer).
+    const outcomeRow = !view.work && !errorRow && view.outcome ? h("div", { class: "turn-outcome", role: "note" }, icon("stop"), h("span", { text: view.outcome })) : null;
     append(view.el, [
       errorRow,
+      outcomeRow,
       h(
         "div",
         { class: "turn-end" },

@@ -46,6 +46,8 @@ export class Composer {
     this.interrupt = h("button", { type: "button", class: "btn", hidden: true }, icon("stop"), "Interrupt");
     this.interrupt.addEventListener("click", () => this.ctx.interrupt());
     this.memberNote = h("p", { class: "muted member-note", hidden: true, text: "Agents give this session its input; you can interrupt it." });
+    this.error = h("p", { class: "composer-error", role: "alert", hidden: true });
+    this.text.addEventListener("input", () => this.showError(null));
     this.box = h(
       "div",
       { class: "composer-box" },
@@ -54,7 +56,7 @@ export class Composer {
       this.text,
       h("div", { class: "composer-row" }, h("span", { class: "chip-wrap" }, icon("shield"), this.permission), h("span", { class: "grow" }), h("span", { class: "chip-wrap" }, icon("cpu"), this.model), this.effort, this.stopButton, this.sendButton),
     );
-    replace(this.root, this.queue, this.box, h("div", { class: "member-bar" }, this.memberNote, this.interrupt));
+    replace(this.root, this.queue, this.error, this.box, h("div", { class: "member-bar" }, this.memberNote, this.interrupt));
   }
 
   grow() {
@@ -81,14 +83,22 @@ export class Composer {
     if (await this.runCommand(text)) return;
     this.text.value = "";
     this.grow();
+    this.showError(null);
     try {
       await this.ctx.send(text, mode, [...this.references.keys()]);
       this.setReferences(new Map());
     } catch (err) {
       this.text.value = text;
-      this.ctx.notify(err.message);
+      this.grow();
       if (!(err instanceof ApiError)) throw err;
+      this.showError(err.code === "unreachable" ? `${err.message} Your message is kept here; send it again once the server is back.` : err.message);
     }
+  }
+
+  /** Say above the composer why a send failed (null hides it); the draft stays in the box. */
+  showError(message) {
+    this.error.textContent = message || "";
+    this.error.hidden = !message;
   }
 
   /** Show the controls for a session (or the new-session draft when `store` is null). */
@@ -156,6 +166,7 @@ export class Composer {
     const options = [];
     let found = false;
     for (const provider of app.models.providers || []) {
+      if (!provider.models?.length) continue;
       const group = h("optgroup", { label: provider.configured ? provider.label || provider.id : `${provider.label || provider.id} — add a key in Settings` });
       for (const model of provider.models || []) {
         const value = `${provider.id}\u0000${model.id}`;
@@ -173,11 +184,13 @@ export class Composer {
   selectedModel() {
     const [provider, model] = this.model.value.split("\u0000");
     const entry = (app.models.providers || []).find((p) => p.id === provider)?.models?.find((m) => m.id === model);
-    return { provider, model, efforts: entry?.efforts || [] };
+    return { provider, model, efforts: entry?.efforts || [], defaultEffort: entry?.defaultEffort };
   }
 
+  /** The effort chip: `effort`, else the model's own default (the one its requests get), never just the first listed. */
   fillEfforts(effort) {
-    const { efforts } = this.selectedModel();
+    const { efforts, defaultEffort } = this.selectedModel();
+    effort = effort || defaultEffort;
     this.effort.hidden = !efforts.length;
     replace(
       this.effort,

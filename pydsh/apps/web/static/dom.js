@@ -164,11 +164,11 @@ export function parseArgs(text) {
   }
 }
 
-/** The concatenated text blocks of a message content array. */
+/** The text blocks of a message content array, a blank line apart (as the model reads them), so blocks never run together. */
 export function contentText(content) {
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) return "";
-  return content.filter((b) => b && b.type === "text").map((b) => b.text).join("");
+  return content.filter((b) => b && b.type === "text" && b.text).map((b) => b.text).join("\n\n");
 }
 
 /** The last path segment. */

@@ -1,5 +1,6 @@
 // The question card for ask_user_question: numbered options (keys 1–9), Recommended tag, checkboxes for
-// multi_select, free text, pager, Skip / Submit, and × to minimise to a "Question waiting" chip.
+// multi-select questions (`multiSelect` in the server's view), free text, pager, Skip / Submit, and × to minimise
+// to a "Question waiting" chip.
 
 import { api } from "./api.js";
 import { announce, h, icon, replace } from "./dom.js";
@@ -32,8 +33,9 @@ export class QuestionCard {
     if (!this.state || this.state.requestId !== request.requestId) {
       this.state = { requestId: request.requestId, questions: request.questions || [], page: 0, answers: (request.questions || []).map(() => ({ selected: new Set(), custom: "" })) };
       this.minimised = false;
-    }
-    this.paint();
+      this.paint();
+      this.focusFirst();
+    } else this.paint();
     if (!this.announced.has(request.requestId)) {
       this.announced.add(request.requestId);
       announce(`Question: ${request.questions?.[0]?.question || "the agent asks a question"}`, true);
@@ -55,7 +57,7 @@ export class QuestionCard {
     }
     const q = st.questions[st.page] || {};
     const answer = st.answers[st.page];
-    const multi = Boolean(q.multi_select);
+    const multi = Boolean(q.multiSelect);
     const name = `q-${st.requestId}-${st.page}`;
     const options = (q.options || []).map((opt, i) => {
       const recommended = RECOMMENDED.test(opt.label);
@@ -103,6 +105,11 @@ export class QuestionCard {
         h("div", { class: "card-actions" }, h("div", { class: "pager" }, prev, h("span", { text: `${st.page + 1} / ${st.questions.length}` }), next), h("span", { class: "grow" }), skip, submit),
       ),
     );
+  }
+
+  /** Focus the first option of a card that just appeared, so keys 1–9 answer it instead of typing into the composer. */
+  focusFirst() {
+    /** @type {HTMLElement | null} */ (this.slot.querySelector(".option input"))?.focus({ preventScroll: true });
   }
 
   turn(delta) {

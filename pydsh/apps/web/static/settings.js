@@ -164,8 +164,40 @@ export class SettingsDialog {
     }
     const add = h("button", { type: "button", class: "btn small" }, icon("plus"), "Add provider");
     add.addEventListener("click", () => this.showForm(panel, null));
+    panel.append(list, add, ...this.defaultModelFields());
+  }
+
+  /** The default model and effort of new sessions (F41), saved as settings like every other preference. */
+  defaultModelFields() {
     const defaults = app.models.defaults || {};
-    panel.append(list, add, h("p", { class: "hint", text: `Default model: ${defaults.provider || "—"}/${defaults.model || "—"}${defaults.effort ? ` · ${defaults.effort}` : ""}` }));
+    const models = (app.models.providers || []).flatMap((p) => (p.models || []).map((m) => ({ provider: p, model: m })));
+    const isDefault = (e) => e.provider.id === defaults.provider && e.model.id === defaults.model;
+    const model = h(
+      "select",
+      { class: "input", dataset: { defaultRoute: "model" } },
+      (app.models.providers || []).filter((p) => p.models?.length).map((p) => h("optgroup", { label: p.label || p.id }, p.models.map((m) => h("option", { value: `${p.id}\u0000${m.id}`, text: m.label || m.id, selected: isDefault({ provider: p, model: m }) })))),
+    );
+    const chosen = models.find(isDefault)?.model;
+    const efforts = chosen?.efforts || [];
+    const effort = h("select", { class: "input", disabled: !efforts.length, dataset: { defaultRoute: "effort" } }, efforts.map((id) => h("option", { value: id, text: id === chosen.defaultEffort ? `${id} (the model's default)` : id, selected: id === defaults.effort })));
+    model.addEventListener("change", () => {
+      const [provider, id] = model.value.split("\u0000");
+      this.saveDefaults({ "models.defaultProvider": provider, "models.defaultModel": id, "models.defaultEffort": null }, "model");
+    });
+    effort.addEventListener("change", () => this.saveDefaults({ "models.defaultEffort": effort.value }, "effort"));
+    return [h("h4", { text: "New sessions" }), this.field("Default model", model), this.field("Default effort", effort, efforts.length ? null : "This model has no effort levels.")];
+  }
+
+  /** Save default-route settings, then re-read the models so the defaults and the new-session chips follow; focus
+   * returns to the `control` that changed ("model" or "effort") in the redrawn tab. */
+  async saveDefaults(set, control) {
+    try {
+      await saveSettings(set);
+      await this.reloadModels();
+      /** @type {HTMLElement | null} */ (this.dialog.querySelector(`[data-default-route=${control}]`))?.focus();
+    } catch (err) {
+      this.ctx.notify(err.message);
+    }
   }
 
   /** Show one provider form (Edit or Add) at the end of the Models tab and focus its first field. */
@@ -180,18 +212,21 @@ export class SettingsDialog {
     const kind = h("select", { class: "input" }, [["deepseek", "DeepSeek"], ["openai-compatible", "OpenAI-compatible"]].map(([v, l]) => h("option", { value: v, text: l, selected: p?.kind === v })));
     const pid = h("input", { type: "text", class: "input", value: p?.id || "", disabled: Boolean(p), placeholder: "my-provider" });
     const label = h("input", { type: "text", class: "input", value: p?.label || "" });
-    const base = h("input", { type: "url", class: "input", value: p?.baseUrl || "" });
+    // DeepSeek's address is the one in effect (the environment's, when set); the form does not change it.
+    const fixedBase = p?.kind === "deepseek";
+    const base = h("input", { type: "url", class: "input", value: p?.baseUrl || "", readonly: fixedBase });
+    const baseHint = p?.baseUrlEnv ? `Set by ${p.baseUrlEnv} in the environment, which outranks the profile.` : fixedBase ? "DeepSeek's address; set DEEPSEEK_BASE_URL to change it." : null;
     const key = h("input", { type: "password", class: "input", autocomplete: "off", placeholder: p?.configured ? "Key saved — type to replace" : "" });
     const models = h("textarea", { class: "input", rows: "3", placeholder: "model-id contextWindow efforts… (one per line)" });
     models.value = (p?.models || []).map((m) => [m.id, m.contextWindow || "", ...(m.efforts || [])].join(" ").trim()).join("\n");
     const error = h("p", { class: "field-error", role: "alert", hidden: true });
-    const form = h("form", { class: "provider-form" }, this.field("Kind", kind), this.field("Id (OpenAI-compatible)", pid), this.field("Label", label), this.field("Base URL", base), this.field("API key (write-only)", key), this.field("Models", models, "One per line: id, context window, then efforts"), error, h("button", { type: "submit", class: "btn primary", text: "Save" }));
+    const form = h("form", { class: "provider-form" }, this.field("Kind", kind), this.field("Id (OpenAI-compatible)", pid), this.field("Label", label), this.field("Base URL", base, baseHint), this.field("API key (write-only)", key), this.field("Models", models, "One per line: id, context window, then efforts"), error, h("button", { type: "submit", class: "btn primary", text: "Save" }));
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       const body = { kind: kind.value };
       if (!p && pid.value.trim()) body.id = pid.value.trim();
       if (label.value) body.label = label.value;
-      if (base.value) body.baseUrl = base.value;
+      if (base.value && !fixedBase) body.baseUrl = base.value;
       if (key.value) body.apiKey = key.value;
       const parsed = models.value.split("\n").map((l) => l.trim().split(/\s+/)).filter((parts) => parts[0]);
       if (parsed.length) body.models = parsed.map(([id, window, ...efforts]) => ({ id, ...(Number(window) ? { contextWindow: Number(window) } : {}), efforts: Number(window) ? efforts : [window, ...efforts].filter(Boolean) }));
@@ -236,7 +271,16 @@ export class SettingsDialog {
       h("h3", { text: "About" }),
       h("dl", { class: "about" }, h("dt", { text: "Version" }), h("dd", { text: info.version || "" }), h("dt", { text: "Profile" }), h("dd", { text: info.profile || "" }), h("dt", { text: "DSH_HOME" }), h("dd", { text: info.dshHome || "" })),
       h("h4", { text: "Panels and plugins" }),
-      h("ul", { class: "panel-status" }, (app.panels || []).map((p) => h("li", { text: `${p.id}: ${p.status === "ready" ? "ready" : `unavailable: ${p.reason || "unknown reason"}`}` }))),
+      h("ul", { class: "panel-status" }, pluginRows(info)),
     );
   }
+}
+
+/** The About list: each optional panel and each plugin that failed to load, or one line saying all is well. */
+function pluginRows(info) {
+  const panels = (app.panels || []).map((p) => `Panel ${p.id}: ${p.status === "ready" ? "ready" : `unavailable: ${p.reason || "unknown reason"}`}`);
+  const plugins = (info.unavailablePlugins || []).map((p) => `Plugin ${p.id} (${p.plugin}): unavailable: ${p.reason}`);
+  const rows = [...panels, ...plugins];
+  if (!plugins.length) rows.push("Every plugin of the profile loaded.");
+  return rows.map((text) => h("li", { text }));
 }

@@ -58,7 +58,9 @@ export function toolCard(call, result, ctx) {
 
   const paint = () => {
     const args = parseArgs(call.data.arguments);
-    const status = !current ? "running" : isError(current) ? "error" : "done";
+    // A renderer's `failure` names a failed run the tool does not report as an error (bash's non-zero exit).
+    const failed = current && !isError(current) && renderer.failure ? renderer.failure(current) : null;
+    const status = !current ? "running" : isError(current) || failed ? "error" : "done";
     card.dataset.status = status;
     const took = current ? duration(current.time - call.time) : "";
     let summary = "";
@@ -72,7 +74,7 @@ export function toolCard(call, result, ctx) {
       icon(renderer.icon),
       h("span", { class: "tool-name", text: renderer.title }),
       summary ? h("span", { class: "tool-summary", text: summary }) : null,
-      h("span", { class: `status status-${status}` }, h("span", { class: "status-dot", "aria-hidden": "true" }), status),
+      h("span", { class: `status status-${status}` }, h("span", { class: "status-dot", "aria-hidden": "true" }), failed || status),
       took ? h("span", { class: "tool-time", text: took }) : null,
     );
     if (rendered) fillBody(args);
