@@ -5,6 +5,7 @@ import { AgentsChip } from "./agents.js";
 import { ApprovalCard } from "./approval.js";
 import { ChatView } from "./chat.js";
 import { Composer } from "./composer.js";
+import { ChatFollower } from "./follow.js";
 import { announce, copyText, h, icon, replace } from "./dom.js";
 import { Inspector } from "./inspector.js";
 import { QuestionCard } from "./question.js";
@@ -17,6 +18,10 @@ import { UsageFooter } from "./usage.js";
 
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
 const zone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
+/** Live events are gathered for BATCH_MS, then applied SLICE_MS at a time, one slice per animation frame: each
+ * drawn frame costs a fixed share of style, layout and paint, so fewer, fuller frames keep a burst from blocking. */
+const BATCH_MS = 50;
+const SLICE_MS = 12;
 const uuid = () => (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(16).slice(2)}`);
 
 /** Show a one-line message in the toast and the polite live region. */
@@ -82,6 +87,8 @@ class Page {
   constructor() {
     this.store = null;
     this.stream = null;
+    /** Live events not yet applied, of the open session's store. */
+    this.queued = { store: null, events: [], next: 0 };
     this.panelHooks = [];
     this.path = null;
     this.settings = new SettingsDialog({ notify });
@@ -99,6 +106,7 @@ class Page {
       collapse: () => app.setting("general.collapseWorkDetails", true) !== false,
       loadEarlier: () => this.loadEarlier(),
     });
+    this.follow = new ChatFollower($("panel-chat"), $("conversation"));
     this.inspector = new Inspector($("inspector"), { store: () => this.store, onClose: () => this.closeInspector() });
     this.trajectory = new TrajectoryView($("trajectory"), {
       onSelect: (row) => this.inspector.follow(row),
@@ -133,6 +141,8 @@ class Page {
   }
 
   async boot() {
+    const match = location.hash.match(/^#\/session\/(.+)$/);
+    const opening = match ? this.fetchSession(decodeURIComponent(match[1])) : null;
     const [info, settings, models, panels] = await Promise.all([api.info(), api.settings(), api.models().catch(() => ({ providers: [], defaults: {} })), api.panels().catch(() => ({ panels: [] }))]);
     app.info = info;
     app.settings = settings;
@@ -147,8 +157,7 @@ class Page {
       "workspace-removed": (d) => app.removeWorkspace(d.workspaceId),
     }, () => {});
     await this.loadPanels();
-    const match = location.hash.match(/^#\/session\/(.+)$/);
-    if (match) await this.openSession(decodeURIComponent(match[1]));
+    if (opening) await this.openSession(decodeURIComponent(match[1]), null, opening);
     else this.newSession(undefined, false);
   }
 
@@ -406,8 +415,16 @@ class Page {
     this.setHeader(summary.title || "New session", this.store);
   }
 
-  /** Open a session: its detail, its last turns, then its stream after the last seq read. */
-  async openSession(id, path = null) {
+  /** A session's detail and last turns, read side by side (a session in the address is read while the page boots). */
+  fetchSession(id) {
+    const both = Promise.all([api.session(id), api.tail(id)]);
+    both.catch(() => {});
+    return both;
+  }
+
+  /** Open a session: its detail, its last turns (`fetched` when already asked for), then its stream after the
+   * last seq read. */
+  async openSession(id, path = null, fetched = null) {
     this.closeStream();
     this.draftWorkspace = null;
     this.path = path && path.length > 1 ? path : null;
@@ -415,7 +432,7 @@ class Page {
     let detail;
     let page;
     try {
-      [detail, page] = await Promise.all([api.session(id), api.tail(id)]);
+      [detail, page] = await (fetched || this.fetchSession(id));
     } catch (err) {
       notify(err instanceof ApiError && err.status === 404 ? "That session no longer exists." : err.message);
       if (!this.store) this.newSession(undefined, false);
@@ -435,16 +452,9 @@ class Page {
     this.renderSideState();
     this.showTab("chat");
     this.sidebar.render();
-    this.scrollToEnd();
-    store.on("event", (ev) => {
-      this.chat.apply(ev);
-      this.trajectory.changed();
-      if (ev.type === "turn/start" || ev.type === "step/start" || ev.type === "assistant/message") this.usage.render(store);
-      if (ev.type === "todo/write") this.todos.render(ev.data.todos);
-      if (ev.type === "turn/end") this.refreshProjections(store);
-      this.panelCall("event", ev);
-      this.scrollToEnd(true);
-    });
+    this.follow.jump();
+    this.queued = { store, events: [], next: 0 };
+    store.on("event", (ev) => this.queueEvent(store, ev));
     this.openStream(store, page.lastSeq ?? store.lastSeq);
     api.agents(id).then((tree) => this.agents.update(tree)).catch(() => this.agents.update(null));
     if (store.isMember() && !this.path) {
@@ -499,7 +509,6 @@ class Page {
         "session-event": (ev) => store.live(ev),
         "assistant-stream": (frame) => {
           this.chat.stream(frame);
-          this.scrollToEnd(true);
         },
         status: (d) => {
           store.setStatus(d.status);
@@ -515,7 +524,7 @@ class Page {
           if (d.key === "todos") this.todos.render(d.value);
           else if (d.key === "title") this.headerFromSummary();
           else if (d.key === "permissionPreset" || d.key === "modelSelection") this.composer.bind(store);
-          this.usage.render(store);
+          this.usageSoon(store);
         },
         agents: (d) => this.agents.update(d),
         team: (d) => this.panelCall("team", d),
@@ -547,10 +556,44 @@ class Page {
     $("conn").hidden = true;
   }
 
-  scrollToEnd(onlyIfNear = false) {
-    const view = $("panel-chat");
-    if (onlyIfNear && view.scrollHeight - view.scrollTop - view.clientHeight > 200) return;
-    view.scrollTop = view.scrollHeight;
+  /** A live event: applied soon with the others of its burst (the stream can deliver hundreds in one task). */
+  queueEvent(store, ev) {
+    const queue = this.queued;
+    if (queue.store !== store) return;
+    queue.events.push(ev);
+    if (queue.events.length - queue.next === 1) window.setTimeout(() => window.requestAnimationFrame(() => this.drain(queue)), BATCH_MS);
+  }
+
+  /** Apply queued live events for up to SLICE_MS, then go on in the next frame until none is left. */
+  drain(queue) {
+    if (this.queued !== queue) return;
+    const until = performance.now() + SLICE_MS;
+    while (queue.next < queue.events.length && performance.now() < until) this.applyLive(queue.store, queue.events[queue.next++]);
+    if (queue.next < queue.events.length) window.requestAnimationFrame(() => this.drain(queue));
+    else {
+      queue.events = [];
+      queue.next = 0;
+    }
+  }
+
+  /** Fold one live event into every view. */
+  applyLive(store, ev) {
+    this.chat.apply(ev);
+    this.trajectory.changed();
+    if (ev.type === "turn/start" || ev.type === "step/start" || ev.type === "assistant/message") this.usageSoon(store);
+    if (ev.type === "todo/write") this.todos.render(ev.data.todos);
+    if (ev.type === "turn/end") this.refreshProjections(store);
+    this.panelCall("event", ev);
+  }
+
+  /** Redraw the usage footer once per frame at most (it folds every loaded event). */
+  usageSoon(store) {
+    if (this.usageQueued) return;
+    this.usageQueued = true;
+    window.requestAnimationFrame(() => {
+      this.usageQueued = false;
+      if (this.store === store) this.usage.render(store);
+    });
   }
 
   async loadEarlier() {
@@ -559,6 +602,7 @@ class Page {
     const page = await api.before(store.id, store.firstSeq);
     store.addPage(page.events || []);
     store.hasMore = Boolean(page.hasMore);
+    this.queued = { store, events: [], next: 0 };
     this.chat.open(store);
     this.trajectory.refresh();
   }
@@ -576,6 +620,7 @@ class Page {
       await this.openSession(created.session.sessionId);
       return;
     }
+    this.follow.jump();
     const result = await api.prompt(this.store.id, { text, mode: mode === "steer" && this.store.status === "running" ? "steer" : "queue", clientMessageId: uuid(), clientTimeZone: zone() });
     if (result?.queued) announce("Queued as the next turn");
   }
