@@ -1,4 +1,5 @@
-"""``pydsh web`` benchmark, server side: start → first page, opening a 10,000-event session, idle RSS.
+"""``pydsh web`` benchmark: start → first page, opening a 10,000-event session, the page during heavy live
+turns, and the server's memory.
 
 Run: python bench/web_open.py [--runs 5] [--events 10000]
 
@@ -7,16 +8,20 @@ Run: python bench/web_open.py [--runs 5] [--events 10000]
    cookie answered 200); median of ``--runs`` after one warm-up start. Byte-code caching is on for
    the server, as in an installed package; the load average is printed, since a busy machine
    stretches wall times (the server's CPU time is printed too).
-2. long session: seeds a stored session of about ``--events`` events (turns of nine ``read`` calls
-   and an answer) and times what the page fetches to open it: ``GET /api/sessions/{id}`` and
-   ``GET /api/sessions/{id}/events?tail=turns:2``, plus the stream's replay up to ``hello`` + tail.
+2. long session: writes a stored session of about ``--events`` events straight to disk (two real turns
+   of nine ``read`` calls and an answer, the last one copied to the length) and times what the page
+   fetches to open it: ``GET /api/sessions/{id}`` and ``GET /api/sessions/{id}/events?tail=turns:2``,
+   plus the stream's replay up to ``hello`` + tail.
 3. idle RSS: after a tour of the API (sessions created and prompted, lists, streams, log download)
    the server's resident set once idle.
-
-4. browser: in headless Chromium (the distribution's ``chromium``, never a downloaded one), navigation
-   to the long session → its last turn painted (the turn-end row of the newest turn visible): the first
-   (cold) open, then the median of ``--runs`` more; then the server's idle RSS after the browser tour
-   (the page opened, the session read, its Trajectory drawn).
+4. heavy tour, in headless Chromium (the distribution's ``chromium``, never a downloaded one) against
+   the real DeepSeek adapter talking to the loopback mock model (in this process, so the server holds
+   no script): a live turn of 1,500 ``read`` calls (50 per step), then a 5 MB Markdown answer streamed
+   in 1 KB deltas, each sent from the composer — the longest main-thread task while it ran (a
+   ``longtask`` PerformanceObserver installed before the page's code) and how long after the server's
+   ``turn/end`` the page showed the finished turn; then navigation to the long session → its last
+   turn painted (the turn-end row of the newest turn visible): the first (cold) open, then the median
+   of ``--runs`` more; then its Trajectory; finally the server's peak RSS and its RSS once idle.
 """
 
 from __future__ import annotations
@@ -40,18 +45,22 @@ from typing import Any
 import httpx
 import yaml
 
-from pydsh.testing.hosts import ScriptedHost, scripted_patch
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pydsh.testing.hosts import scripted_patch  # noqa: E402
+from pydsh.testing.mock_model_server import MockModelServer  # noqa: E402
+from tests.apps.web.browser.perf import (  # noqa: E402
+    PROBE,
+    Probe,
+    markdown_answer,
+    seed_long_session,
+    tool_turn,
+    turn_end_time,
+)
 
 JSON = {"Content-Type": "application/json"}
 ANSWER = {"text": "done"}
-WIDE_WINDOW = [
-    {
-        "id": "deepseek-official",
-        "name": "DeepSeek (scripted)",
-        "models": [{"id": "deepseek-v4-flash", "contextWindow": 100_000_000}],
-    }
-]
-"""The seeding route: a window no long session reaches, so seeding never compacts."""
 RUNNING: list[subprocess.Popen[str]] = []
 """Servers not stopped yet; killed at exit if a measurement fails half-way."""
 
@@ -62,9 +71,10 @@ def _kill_leftovers() -> None:
         proc.kill()
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident set (``VmHWM``: its peak so far) in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -72,14 +82,20 @@ def rss_mb(pid: int) -> float:
 class Server:
     """One ``pydsh web`` process with its own home and a scripted model."""
 
-    def __init__(self, home: Path, workspace: Path, script: list[Any]) -> None:
-        patch = home / "bench-scripted.yml"
-        patch.write_text(yaml.safe_dump(scripted_patch(script)))
+    def __init__(self, home: Path, workspace: Path, script: list[Any] | None, model_url: str | None = None) -> None:
+        """``script`` for the scripted model, else the DeepSeek adapter talking to the mock at ``model_url``."""
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["DSH_HOME"] = str(home)
+        args = [sys.executable, "-m", "pydsh", "web", "--port", "0", "--no-open"]
+        if script is not None:
+            patch = home / "bench-scripted.yml"
+            patch.write_text(yaml.safe_dump(scripted_patch(script)))
+            args[4:4] = ["--patch", str(patch)]
+        if model_url is not None:
+            env.update(DEEPSEEK_BASE_URL=model_url, DEEPSEEK_API_KEY="bench-key")
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pydsh", "web", "--patch", str(patch), "--port", "0", "--no-open"],
+            args,
             cwd=workspace,
             env=env,
             stdout=subprocess.PIPE,
@@ -131,22 +147,6 @@ def tool_turns(turns: int) -> list[Any]:
     """Each turn: nine ``read`` calls, then an answer (ten steps)."""
     read = {"tool_calls": [{"name": "read", "arguments": {"file_path": "hello.txt"}}]}
     return ([read] * 9 + [ANSWER]) * turns
-
-
-async def seed_long_session(home: Path, workspace: Path, events: int) -> tuple[str, int]:
-    """A stored root session of at least ``events`` events; (its id, its event count)."""
-    per_turn = 80
-    turns = max(1, events // per_turn + 1)
-    async with ScriptedHost(
-        tool_turns(turns), profile="web", cwd=workspace, dsh_home=home, providers=WIDE_WINDOW
-    ) as host:
-        agent = await host.create_agent()
-        while len(agent.events) < events:
-            await agent.run("Read hello.txt nine times, then say done.")
-        count = len(agent.events)
-        session_id = agent.session_id
-        await agent.close()
-    return session_id, count
 
 
 def open_long_session(home: Path, workspace: Path, session_id: str) -> dict[str, float]:
@@ -209,33 +209,76 @@ def chromium() -> str | None:
     return os.environ.get("PYDSH_CHROMIUM") or shutil.which("chromium")
 
 
-def browser_open(home: Path, workspace: Path, session_id: str, runs: int) -> tuple[list[float], float]:
-    """(navigation → last turn painted, seconds per run; server idle RSS MB after the browser tour)."""
+class MockModel:
+    """The loopback mock model on its own event loop in a thread of this process."""
+
+    def __init__(self, sequence: list[Any], **options: Any) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = MockModelServer(sequence, **options)
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result()
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+
+
+def live_turn(page: Any, client: httpx.Client, text: str) -> tuple[float, float]:
+    """Send ``text`` from the composer and wait for the page to show the finished turn: (longest main-thread
+    task in ms, seconds from the server's ``turn/end`` to the page showing it)."""
+    probe = Probe(page)
+    probe.arm()
+    page.fill("#composer-input", text)
+    page.press("#composer-input", "Enter")
+    shown = probe.wait_finished(timeout=600)
+    sid = page.evaluate("decodeURIComponent(location.hash.split('/').pop())")
+    events = client.get(f"/api/sessions/{sid}/events", params={"tail": "turns:1"}).json()["events"]
+    return probe.longest_task_ms(), shown - turn_end_time(events)
+
+
+def heavy_tour(home: Path, workspace: Path, session_id: str, runs: int) -> dict[str, Any]:
+    """The browser measurements of part 4 and the server's peak and idle RSS after them."""
     from playwright.sync_api import sync_playwright
 
-    server = Server(home, workspace, [ANSWER])
-    times: list[float] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox", "--disable-gpu"])
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        page = context.new_page()
-        page.goto(server.url)
-        page.wait_for_selector("#new-session")
-        target = f"{server.base}/#/session/{session_id}"
-        for _ in range(runs + 1):
-            page.goto("about:blank")
-            began = time.perf_counter()
-            page.goto(target)
-            page.locator("#conversation .turn:last-child .turn-end").wait_for()
-            page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
-            times.append(time.perf_counter() - began)
-        page.locator("#tab-trajectory").click()
-        page.locator(".traj-row").first.wait_for()
-        browser.close()
-    threading.Event().wait(1.0)
-    rss = rss_mb(server.proc.pid)
-    server.stop()
-    return times, rss
+    mock = MockModel([*tool_turn(), {"text": markdown_answer()}], chunkSize=1024)
+    server = Server(home, workspace, None, model_url=mock.server.base_url)
+    out: dict[str, Any] = {"painted": []}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=chromium(), headless=True, args=["--no-sandbox", "--disable-gpu"]
+            )
+            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            context.add_init_script(PROBE)
+            page = context.new_page()
+            page.goto(server.url)
+            page.wait_for_selector("#new-session")
+            cookies = {c["name"]: c["value"] for c in context.cookies()}
+            client = httpx.Client(base_url=server.base, cookies=cookies, timeout=60)
+            out["tools"] = live_turn(page, client, "Read hello.txt 1,500 times.")
+            page.locator("#new-session").click()
+            out["answer"] = live_turn(page, client, "Write a 5 MB answer.")
+            target = f"{server.base}/#/session/{session_id}"
+            for _ in range(runs + 1):
+                page.goto("about:blank")
+                began = time.perf_counter()
+                page.goto(target)
+                page.locator("#conversation .turn:last-child .turn-end").wait_for()
+                page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+                out["painted"].append(time.perf_counter() - began)
+            page.locator("#tab-trajectory").click()
+            page.locator(".traj-row").first.wait_for()
+            browser.close()
+            client.close()
+        threading.Event().wait(2.0)
+        out["peak"] = rss_mb(server.proc.pid, "VmHWM")
+        out["idle"] = rss_mb(server.proc.pid)
+    finally:
+        server.stop()
+        mock.close()
+    return out
 
 
 def workspace_in(root: Path) -> Path:
@@ -265,8 +308,8 @@ def main() -> None:
 
     home = Path(tempfile.mkdtemp(dir=root))
     began = time.perf_counter()
-    session_id, count = asyncio.run(seed_long_session(home, workspace, args.events))
-    print(f"seeded a {count}-event session in {time.perf_counter() - began:.1f} s")
+    session_id, count = seed_long_session(home, workspace, args.events)
+    print(f"wrote a {count}-event session in {time.perf_counter() - began:.1f} s")
     opened = open_long_session(home, workspace, session_id)
     print(f"  GET /api/sessions/{{id}}        {opened['session'] * 1000:7.0f} ms")
     print(f"  GET …/events?tail=turns:2      {opened['tail'] * 1000:7.0f} ms  ({int(opened['tail events'])} events)")
@@ -278,14 +321,23 @@ def main() -> None:
     if chromium() is None:
         print("browser: Chromium not found; install it with `apt-get install chromium` (or set PYDSH_CHROMIUM)")
         return
-    painted, rss = browser_open(home, workspace, session_id, args.runs)
+    tour = heavy_tour(home, workspace, session_id, args.runs)
+    longest, lag = tour["tools"]
+    print(f"live 1,500-tool-call turn: longest task {longest:7.0f} ms  (target ≤ 100 ms)")
+    print(f"  page finished after the server  {lag * 1000:7.0f} ms  (target ≤ 1000 ms)")
+    longest, lag = tour["answer"]
+    print(f"5 MB streamed answer: longest task {longest:7.0f} ms  (target ≤ 100 ms)")
+    print(f"  page finished after the server  {lag * 1000:7.0f} ms")
+    painted = tour["painted"]
     print(
-        f"navigation → last turn painted  {painted[0] * 1000:7.0f} ms  (first open on a fresh server; target < 2000 ms)"
+        f"navigation → last turn painted  {painted[0] * 1000:7.0f} ms  (first open on a fresh server; target < 1000 ms)"
     )
     print(
         f"  then                          {statistics.median(painted[1:]) * 1000:7.0f} ms  (median of {args.runs} more)"
     )
-    print(f"idle RSS after the browser tour  {rss:6.1f} MB  (target ≤ 100 MB)")
+    print(
+        f"server RSS after the heavy tour  peak {tour['peak']:6.1f} MB, idle {tour['idle']:6.1f} MB  (target ≤ 100 MB)"
+    )
 
 
 if __name__ == "__main__":

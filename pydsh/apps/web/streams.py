@@ -43,6 +43,8 @@ class Streams:
         self.index_topic = Topic()
         self.inflight: dict[str, list[dict[str, Any]]] = {}
         self._dirty_projection: dict[str, set[str]] = {}
+        self._sent_projection: dict[str, dict[str, Any]] = {}
+        """The last value sent of each projection key of each live session: unchanged values are not sent again."""
         self._dirty_index: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.deliveries = DeliveryFeed(hub)
@@ -146,6 +148,7 @@ class Streams:
             self.index_topic.publish(INDEX, ("session", self.hub.views.summary(agent.session), None))
         self.hub.views.folds.pop(agent.id, None)
         self.inflight.pop(agent.id, None)
+        self._sent_projection.pop(agent.id, None)
 
     def _on_projection(self, session: Session, key: str, view: Any) -> None:
         if key in METER_KEYS:
@@ -183,7 +186,11 @@ class Streams:
         if session is None or not keys:
             return
         values = self.hub.views.projections(session)
+        sent = self._sent_projection.setdefault(session_id, {})
         for key in sorted(keys):
+            if key in sent and sent[key] == values[key]:
+                continue
+            sent[key] = values[key]
             frame = {"key": key, "value": values[key], "asOfSeq": session.seq}
             self.sessions_topic.publish(session_id, ("projection", frame, None))
 

@@ -8,6 +8,7 @@ sessions are pages of the session index (stored sessions, no log read) merged wi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections import OrderedDict
@@ -47,6 +48,9 @@ class SessionViews:
         self.ctx = hub.ctx
         self.folds: dict[str, SessionFold] = {}
         self._reads: OrderedDict[str, tuple[int, Session]] = OrderedDict()
+        self._reading: dict[tuple[str, int | None], asyncio.Future[Session]] = {}
+        """Reads under way: the page asks for a session's detail, its tail and its stream at once, and they
+        share one read of the log instead of parsing it three times side by side."""
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -68,11 +72,30 @@ class SessionViews:
             if cached is not None and cached[0] == revision:
                 self._reads.move_to_end(session_id)
                 return cached[1]
-        session = await self._read_stored(session_id)
+        key = (session_id, revision)
+        pending = self._reading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Session] = asyncio.get_running_loop().create_future()
+        self._reading[key] = future
+        try:
+            session = await self._read_stored(session_id)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here, so a read nobody else waited for logs nothing
+            raise
+        finally:
+            del self._reading[key]
+        future.set_result(session)
         if revision is not None:
             self._reads[session_id] = (revision, session)
             while len(self._reads) > READ_CACHE:
-                self._reads.popitem(last=False)
+                dropped, _ = self._reads.popitem(last=False)
+                if self.hub.store.get(dropped) is None:
+                    self.folds.pop(dropped, None)  # a stored session's fold goes with its read
         return session
 
     async def _read_stored(self, session_id: str) -> Session:

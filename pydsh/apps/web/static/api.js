@@ -115,6 +115,7 @@ export class Stream {
     this.closed = false;
     this.source = null;
     this.timer = 0;
+    this.state = null;
     this.onOffline = () => this.retry();
     window.addEventListener("offline", this.onOffline);
     this.open();
@@ -126,13 +127,13 @@ export class Stream {
     this.source = source;
     source.onopen = () => {
       this.delay = 500;
-      this.onState("open");
+      this.setState("open");
     };
     source.onerror = () => this.retry();
     for (const name of Object.keys(this.handlers)) {
       source.addEventListener(name, (event) => {
         if (event.lastEventId) this.after = Number(event.lastEventId);
-        this.onState("open");
+        this.setState("open");
         let data = null;
         try {
           data = JSON.parse(event.data);
@@ -149,9 +150,16 @@ export class Stream {
     });
   }
 
+  /** Report a connection state once per change (every frame of a burst says "open"). */
+  setState(state) {
+    if (state === this.state) return;
+    this.state = state;
+    this.onState(state);
+  }
+
   retry() {
     if (this.closed) return;
-    this.onState("reconnecting");
+    this.setState("reconnecting");
     this.reopen(this.delay);
     this.delay = Math.min(this.delay * 2, 8000);
   }

@@ -5,6 +5,7 @@ import { AgentsChip, agentTrail } from "./agents.js";
 import { ApprovalCard } from "./approval.js";
 import { ChatView } from "./chat.js";
 import { Composer } from "./composer.js";
+import { ChatFollower } from "./follow.js";
 import { announce, copyText, h, icon, replace } from "./dom.js";
 import { Drawer } from "./drawer.js";
 import { Inspector } from "./inspector.js";
@@ -18,6 +19,10 @@ import { UsageFooter } from "./usage.js";
 
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
 const zone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
+/** Live events are gathered for BATCH_MS, then applied SLICE_MS at a time, one slice per animation frame: each
+ * drawn frame costs a fixed share of style, layout and paint, so fewer, fuller frames keep a burst from blocking. */
+const BATCH_MS = 50;
+const SLICE_MS = 12;
 const uuid = () => (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(16).slice(2)}`);
 
 /** Show a one-line message in the toast and the polite live region. */
@@ -83,6 +88,8 @@ class Page {
   constructor() {
     this.store = null;
     this.stream = null;
+    /** Live events not yet applied, of the open session's store. */
+    this.queued = { store: null, events: [], next: 0 };
     this.panelHooks = [];
     this.path = null;
     this.conn = { index: "open", session: "open" };
@@ -105,6 +112,7 @@ class Page {
       collapse: () => app.setting("general.collapseWorkDetails", true) !== false,
       loadEarlier: () => this.loadEarlier(),
     });
+    this.follow = new ChatFollower($("panel-chat"), $("conversation"));
     this.inspector = new Inspector($("inspector"), { store: () => this.store, onClose: () => this.closeInspector() });
     this.trajectory = new TrajectoryView($("trajectory"), {
       onSelect: (row) => this.inspector.follow(row),
@@ -142,6 +150,8 @@ class Page {
   }
 
   async boot() {
+    const addressed = addressedSession();
+    const opening = addressed ? this.fetchSession(addressed) : null;
     const [info, settings, models, panels] = await Promise.all([api.info(), api.settings(), api.models().catch(() => ({ providers: [], defaults: {} })), api.panels().catch(() => ({ panels: [] }))]);
     app.info = info;
     app.settings = settings;
@@ -156,8 +166,7 @@ class Page {
       "workspace-removed": (d) => app.removeWorkspace(d.workspaceId),
     }, (state) => this.setConn("index", state));
     await this.loadPanels();
-    const id = addressedSession();
-    if (id) await this.openSession(id);
+    if (opening) await this.openSession(addressed, null, opening);
     else this.newSession(undefined, false);
     window.addEventListener("popstate", () => this.route());
     window.addEventListener("hashchange", () => this.route());
@@ -443,8 +452,16 @@ class Page {
     this.setHeader(summary.title || "New session", this.store);
   }
 
-  /** Open a session: its detail, its last turns, then its stream after the last seq read. */
-  async openSession(id, path = null) {
+  /** A session's detail and last turns, read side by side (a session in the address is read while the page boots). */
+  fetchSession(id) {
+    const both = Promise.all([api.session(id), api.tail(id)]);
+    both.catch(() => {});
+    return both;
+  }
+
+  /** Open a session: its detail, its last turns (`fetched` when already asked for), then its stream after the
+   * last seq read. */
+  async openSession(id, path = null, fetched = null) {
     this.closeStream();
     this.target = id;
     this.draftWorkspace = null;
@@ -453,7 +470,7 @@ class Page {
     let detail;
     let page;
     try {
-      [detail, page] = await Promise.all([api.session(id), api.tail(id)]);
+      [detail, page] = await (fetched || this.fetchSession(id));
     } catch (err) {
       notify(err instanceof ApiError && err.status === 404 ? "That session no longer exists." : err.message);
       this.target = this.store?.id || null;
@@ -474,16 +491,9 @@ class Page {
     this.renderSideState();
     this.showTab("chat");
     this.sidebar.render();
-    this.scrollToEnd();
-    store.on("event", (ev) => {
-      this.chat.apply(ev);
-      this.trajectory.changed();
-      if (ev.type === "turn/start" || ev.type === "step/start" || ev.type === "assistant/message") this.usage.render(store);
-      if (ev.type === "todo/write") this.todos.render(ev.data.todos);
-      if (ev.type === "turn/end") this.refreshProjections(store);
-      this.panelCall("event", ev);
-      this.scrollToEnd(true);
-    });
+    this.follow.jump();
+    this.queued = { store, events: [], next: 0 };
+    store.on("event", (ev) => this.queueEvent(store, ev));
     this.openStream(store, page.lastSeq ?? store.lastSeq);
     api.agents(id).then((tree) => this.agents.update(tree)).catch(() => this.agents.update(null));
     if (app.info?.features?.agentMessage && !store.isMember()) api.messages(id).then((d) => this.deliveries(store, d)).catch(() => {});
@@ -537,7 +547,6 @@ class Page {
         "session-event": (ev) => store.live(ev),
         "assistant-stream": (frame) => {
           this.chat.stream(frame);
-          this.scrollToEnd(true);
         },
         status: (d) => {
           store.setStatus(d.status);
@@ -553,7 +562,7 @@ class Page {
           if (d.key === "todos") this.todos.render(d.value);
           else if (d.key === "title") this.headerFromSummary();
           else if (d.key === "permissionPreset" || d.key === "modelSelection") this.composer.bind(store);
-          this.usage.render(store);
+          this.usageSoon(store);
         },
         agents: (d) => this.agents.update(d),
         team: (d) => this.panelCall("team", d),
@@ -583,10 +592,44 @@ class Page {
     this.setConn("session", "open");
   }
 
-  scrollToEnd(onlyIfNear = false) {
-    const view = $("panel-chat");
-    if (onlyIfNear && view.scrollHeight - view.scrollTop - view.clientHeight > 200) return;
-    view.scrollTop = view.scrollHeight;
+  /** A live event: applied soon with the others of its burst (the stream can deliver hundreds in one task). */
+  queueEvent(store, ev) {
+    const queue = this.queued;
+    if (queue.store !== store) return;
+    queue.events.push(ev);
+    if (queue.events.length - queue.next === 1) window.setTimeout(() => window.requestAnimationFrame(() => this.drain(queue)), BATCH_MS);
+  }
+
+  /** Apply queued live events for up to SLICE_MS, then go on in the next frame until none is left. */
+  drain(queue) {
+    if (this.queued !== queue) return;
+    const until = performance.now() + SLICE_MS;
+    while (queue.next < queue.events.length && performance.now() < until) this.applyLive(queue.store, queue.events[queue.next++]);
+    if (queue.next < queue.events.length) window.requestAnimationFrame(() => this.drain(queue));
+    else {
+      queue.events = [];
+      queue.next = 0;
+    }
+  }
+
+  /** Fold one live event into every view. */
+  applyLive(store, ev) {
+    this.chat.apply(ev);
+    this.trajectory.changed();
+    if (ev.type === "turn/start" || ev.type === "step/start" || ev.type === "assistant/message") this.usageSoon(store);
+    if (ev.type === "todo/write") this.todos.render(ev.data.todos);
+    if (ev.type === "turn/end") this.refreshProjections(store);
+    this.panelCall("event", ev);
+  }
+
+  /** Redraw the usage footer once per frame at most (it folds every loaded event). */
+  usageSoon(store) {
+    if (this.usageQueued) return;
+    this.usageQueued = true;
+    window.requestAnimationFrame(() => {
+      this.usageQueued = false;
+      if (this.store === store) this.usage.render(store);
+    });
   }
 
   async loadEarlier() {
@@ -595,6 +638,7 @@ class Page {
     const page = await api.before(store.id, store.firstSeq);
     store.addPage(page.events || []);
     store.hasMore = Boolean(page.hasMore);
+    this.queued = { store, events: [], next: 0 };
     this.chat.open(store);
     this.trajectory.refresh();
   }
@@ -647,6 +691,7 @@ class Page {
       await this.openSession(created.session.sessionId);
       return;
     }
+    this.follow.jump();
     const result = await api.prompt(this.store.id, { text, mode: mode === "steer" && this.store.status === "running" ? "steer" : "queue", clientMessageId: uuid(), clientTimeZone: zone(), ...refs });
     if (result?.queued) announce("Queued as the next turn");
   }

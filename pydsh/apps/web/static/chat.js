@@ -2,13 +2,15 @@
 // groups with tool cards, answers, notices, message cards and turn-end rows.
 
 import { announce, append, clock, contentText, copyButton, duration, h, icon, replace } from "./dom.js";
-import { renderMarkdown } from "./markdown.js";
+import { MarkdownView } from "./mdstream.js";
 import { messageCard } from "./messages.js";
 import { userKind } from "./store.js";
 import { setDeliveries } from "./toolcards/agent.js";
 import { setCwd } from "./toolcards/common.js";
 import { tally, toolCard } from "./toolcards/index.js";
 
+/** Work items per chunk: chunks off screen skip style, layout and paint, so a turn of 1,500 calls stays cheap. */
+const CHUNK_ITEMS = 50;
 const OUTCOME_LINES = { "allowed-once": "Allowed once", rejected: "Rejected", cancelled: "Approval cancelled", unavailable: "Approval unavailable" };
 
 /** One turn's DOM and counters. */
@@ -38,9 +40,20 @@ class TurnView {
     toggle.addEventListener("click", () => this.expand(toggle.getAttribute("aria-expanded") !== "true"));
     const el = h("div", { class: "work" }, h("div", { class: "work-head" }, toggle, stop), items);
     this.el.append(el);
-    this.work = { el, toggle, title, summary, items, stop };
+    this.work = { el, toggle, title, summary, items, stop, chunk: null, count: 0 };
     this.refresh();
     return this.work;
+  }
+
+  /** Add a reasoning item, tool card, notice or intermediate answer to the work group. */
+  addItem(node) {
+    const work = this.group();
+    if (!work.chunk || work.count % CHUNK_ITEMS === 0) {
+      work.chunk = h("div", { class: "work-chunk" });
+      work.items.append(work.chunk);
+    }
+    work.count++;
+    work.chunk.append(node);
   }
 
   expand(open) {
@@ -217,13 +230,13 @@ export class ChatView {
   noticeRow(view, title, text) {
     const row = h("details", { class: "notice-row" }, h("summary", null, icon("info"), title));
     if (text) row.append(h("pre", { class: "notice-text", text }));
-    view.group().items.append(row);
+    view.addItem(row);
   }
 
   notice(title, detail, key) {
     const view = this.turnView();
     const row = h("div", { class: "work-line", dataset: key ? { key } : null }, icon("info"), h("span", { text: title }), detail ? h("span", { class: "muted", text: ` — ${detail}` }) : null);
-    view.group().items.append(row);
+    view.addItem(row);
   }
 
   retryStarted(d) {
@@ -234,17 +247,19 @@ export class ChatView {
 
   assistantMessage(ev) {
     const d = ev.data;
+    const content = d.message?.content || [];
+    const text = content.filter((b) => b.type === "text").map((b) => b.text).join("");
+    const streamed = this.adoptLive(d.turn, d.step, text);
     this.dropLive(d.turn, d.step);
     const view = this.turnView(d.turn);
-    const content = d.message?.content || [];
     const hasCalls = content.some((b) => b.type === "tool-call");
     for (const block of content) {
-      if (block.type === "reasoning" && block.text) view.group().items.append(thinkItem(block.text));
+      if (block.type === "reasoning" && block.text) view.addItem(thinkItem(block.text));
     }
-    const text = content.filter((b) => b.type === "text").map((b) => b.text).join("");
     if (text) {
-      const node = h("div", { class: "answer markdown", dataset: { seq: ev.seq } }, renderMarkdown(text));
-      if (hasCalls) view.group().items.append(node);
+      const node = streamed || answerNode(text);
+      node.dataset.seq = String(ev.seq);
+      if (hasCalls) view.addItem(node);
       else {
         view.el.append(node);
         view.answers.push(text);
@@ -261,7 +276,7 @@ export class ChatView {
     this.cards.set(ev.data.callId, card);
     const verb = tally(ev.data.name);
     view.counts[verb] = (view.counts[verb] || 0) + 1;
-    view.group().items.append(card.el);
+    view.addItem(card.el);
     view.refresh();
   }
 
@@ -323,7 +338,7 @@ export class ChatView {
     if (frame.type === "start") {
       const old = this.live.get(key);
       if (old) this.removeLive(old);
-      this.live.set(key, { attemptId: frame.attemptId, text: "", reasoning: "", node: null, think: null });
+      this.live.set(key, { attemptId: frame.attemptId, text: "", reasoning: "", unshown: "", node: null, view: null, think: null });
       return;
     }
     const entry = this.live.get(key);
@@ -333,9 +348,11 @@ export class ChatView {
       return;
     }
     const chunk = frame.chunk || {};
-    if (chunk.type === "text-delta") entry.text += chunk.text;
-    else if (chunk.type === "reasoning-delta") entry.reasoning += chunk.text;
-    else return;
+    if (chunk.type === "text-delta") this.liveText(entry, frame.turn, chunk.text);
+    else if (chunk.type === "reasoning-delta") {
+      entry.reasoning += chunk.text;
+      entry.unshown += chunk.text;
+    } else return;
     this.pendingFrames.add(key);
     if (!this.rafScheduled) {
       this.rafScheduled = true;
@@ -343,27 +360,43 @@ export class ChatView {
     }
   }
 
+  /** Streamed answer text: its node renders block by block on animation frames (mdstream.js). */
+  liveText(entry, turn, delta) {
+    entry.text += delta;
+    if (!entry.node) {
+      const node = h("div", { class: "answer markdown streaming", "aria-busy": "true" });
+      entry.node = node;
+      entry.view = new MarkdownView(node, () => rendered(node));
+      this.turnView(turn).el.append(node);
+    }
+    entry.view.append(delta);
+  }
+
+  /** Streamed reasoning, once per frame: only the text that arrived since the last frame is added. */
   flushLive() {
     this.rafScheduled = false;
     for (const key of this.pendingFrames) {
       const entry = this.live.get(key);
-      if (!entry) continue;
-      const view = this.turnView(Number(key.split(":")[0]));
-      if (entry.reasoning) {
-        if (!entry.think) {
-          entry.think = thinkItem(entry.reasoning, true);
-          view.group().items.append(entry.think);
-        } else entry.think.querySelector(".think-text").textContent = entry.reasoning;
-      }
-      if (entry.text) {
-        if (!entry.node) {
-          entry.node = h("div", { class: "answer markdown streaming", "aria-busy": "true" });
-          view.el.append(entry.node);
-        }
-        replace(entry.node, renderMarkdown(entry.text));
-      }
+      if (!entry || !entry.unshown) continue;
+      if (!entry.think) {
+        entry.think = thinkItem(entry.unshown, true);
+        this.turnView(Number(key.split(":")[0])).addItem(entry.think);
+      } else entry.think.querySelector(".think-text").append(entry.unshown);
+      entry.unshown = "";
     }
     this.pendingFrames.clear();
+  }
+
+  /** The streamed node of a committed answer when it streamed that text (trailing blanks aside, which
+   * render as nothing): it finishes rendering in place, with no second render and no flicker; else null. */
+  adoptLive(turn, step, text) {
+    const entry = this.live.get(`${turn}:${step}`);
+    if (!entry?.node || !text || entry.text.trimEnd() !== text.trimEnd()) return null;
+    const node = entry.node;
+    entry.view.end();
+    entry.node = null;
+    entry.view = null;
+    return node;
   }
 
   dropLive(turn, step) {
@@ -375,6 +408,7 @@ export class ChatView {
   }
 
   removeLive(entry) {
+    entry.view?.stop();
     entry.node?.remove();
     entry.think?.remove();
   }
@@ -416,6 +450,19 @@ function referenceRow(message) {
     h("summary", null, icon("message"), h("span", { text: `Referenced session · ${title}` }), h("span", { class: "muted", text: " — a read-only snapshot for the agent" })),
     h("pre", { class: "notice-text", text: contentText(message.content) }),
   );
+}
+
+/** A committed answer's node, rendered block by block; marked busy while a long one takes several frames. */
+function answerNode(text) {
+  const node = h("div", { class: "answer markdown streaming", "aria-busy": "true" });
+  new MarkdownView(node, () => rendered(node)).render(text);
+  return node;
+}
+
+/** An answer node whose text is all rendered. */
+function rendered(node) {
+  node.classList.remove("streaming");
+  node.removeAttribute("aria-busy");
 }
 
 /** A reasoning item: "Think · <first line>", expandable to the full text. */

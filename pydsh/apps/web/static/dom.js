@@ -62,21 +62,29 @@ export function replace(el, ...children) {
   append(el, children);
 }
 
+/** The icon sprite's path, worked out once, and one built icon per name to clone (a long turn draws thousands). */
+const SPRITE = new URL("icons.svg", import.meta.url).pathname;
+const ICONS = new Map();
+
 /**
  * An icon from icons.svg, hidden from assistive technology.
  * @param {string} name
  * @returns {SVGElement}
  */
 export function icon(name) {
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("class", "icon");
-  svg.setAttribute("aria-hidden", "true");
-  svg.setAttribute("focusable", "false");
-  const use = document.createElementNS(ns, "use");
-  use.setAttribute("href", `${new URL("icons.svg", import.meta.url).pathname}#${name}`);
-  svg.append(use);
-  return svg;
+  let model = ICONS.get(name);
+  if (!model) {
+    const ns = "http://www.w3.org/2000/svg";
+    model = document.createElementNS(ns, "svg");
+    model.setAttribute("class", "icon");
+    model.setAttribute("aria-hidden", "true");
+    model.setAttribute("focusable", "false");
+    const use = document.createElementNS(ns, "use");
+    use.setAttribute("href", `${SPRITE}#${name}`);
+    model.append(use);
+    ICONS.set(name, model);
+  }
+  return /** @type {SVGElement} */ (model.cloneNode(true));
 }
 
 /** Announce a message politely (turn completion, errors) or assertively (approvals, questions). */

@@ -146,7 +146,7 @@ export class TrajectoryView {
     this.dirty = true;
     window.requestAnimationFrame(() => {
       this.dirty = false;
-      if (this.container.offsetParent !== null) this.refresh();
+      if (!this.container.closest("[hidden]")) this.refresh();
     });
   }
 

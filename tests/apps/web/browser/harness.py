@@ -32,6 +32,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
+SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's safe dumper when present: the pure-Python one takes seconds over a 5 MB scripted answer."""
 MISSING_CHROMIUM = "Chromium not found: install it with `apt-get install chromium` (or set PYDSH_CHROMIUM)"
 PROVIDERS = [
     {
@@ -84,7 +86,8 @@ class WebServer:
         self.workspace.mkdir(parents=True, exist_ok=True)
         (self.workspace / "hello.txt").write_text("hello world\nsecond line\n")
         patch = root / "patch.yml"
-        patch.write_text(yaml.safe_dump(replay_patch(scripts, pace_ms=pace_ms, extra=list(extra), ops=list(ops))))
+        ops_list = replay_patch(scripts, pace_ms=pace_ms, extra=list(extra), ops=list(ops))
+        patch.write_text(yaml.dump(ops_list, Dumper=SAFE_DUMPER))
         extra_env = env
         env = {**os.environ, "PYTHONPATH": str(REPO), "DSH_HOME": str(self.home)}
         for key in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY"):

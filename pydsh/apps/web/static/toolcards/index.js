@@ -55,6 +55,7 @@ export function toolCard(call, result, ctx) {
   const bodyEl = h("div", { class: "tool-body", hidden: true });
   let current = result;
   let rendered = false;
+  const glyph = icon(renderer.icon);
 
   const paint = () => {
     const args = parseArgs(call.data.arguments);
@@ -71,7 +72,7 @@ export function toolCard(call, result, ctx) {
     }
     replace(
       head,
-      icon(renderer.icon),
+      glyph,
       h("span", { class: "tool-name", text: renderer.title }),
       summary ? h("span", { class: "tool-summary", text: summary }) : null,
       h("span", { class: `status status-${status}` }, h("span", { class: "status-dot", "aria-hidden": "true" }), failed || status),
