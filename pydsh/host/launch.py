@@ -27,8 +27,9 @@ def configure_logging() -> None:
     logging.captureWarnings(True)
 
 
-async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
-    """Load ``rows`` as ``profile``'s host and run its app: 2 for composition errors, 1 without an app."""
+async def started(profile: str, rows: list[Row]) -> Host | int:
+    """``rows`` loaded as ``profile``'s host, or the exit code of why not (printed): 2 for composition
+    errors, 1 without an app."""
     host = Host.of_rows(profile, rows)
     try:
         await host.start(service=APP)
@@ -36,6 +37,14 @@ async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
         for line in str(exc).splitlines():
             print(f"pydsh: {line}", file=sys.stderr)
         return 1 if exc.code == "unavailable" else 2
+    return host
+
+
+async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
+    """Load ``rows`` as ``profile``'s host and run its app."""
+    host = await started(profile, rows)
+    if isinstance(host, int):
+        return host
     try:
         return await host.ctx.require(APP).run(host, args)
     finally:
@@ -58,13 +67,9 @@ def dump_events(profile: str, rows: list[Row]) -> int:
     sys.stdout.flush()
 
     async def report() -> int:
-        host = Host.of_rows(profile, rows)
-        try:
-            await host.start(service=APP)
-        except HostError as exc:
-            for line in str(exc).splitlines():
-                print(f"pydsh: {line}", file=sys.stderr)
-            return 1 if exc.code == "unavailable" else 2
+        host = await started(profile, rows)
+        if isinstance(host, int):
+            return host
         try:
             out.write(event_table(host.ctx.runtime.bus))
         finally:
