@@ -243,9 +243,9 @@ class PydshTui(App[int]):
         title = Text()
         title.append(" pydsh ", style="bold reverse")
         title.append(f" {controller.title(session)}", style="bold")
-        title.append(f"  {controller.workspace()}", style="dim")
         if self.viewing != session.id:
-            title.append(f"  viewing {controller.names.get(self.viewing, self.viewing[:8])}", style="bold")
+            title.append(f"  viewing {controller.names.get(self.viewing, self.viewing[:8])}", style="bold reverse")
+        title.append(f"  {controller.workspace()}", style="dim")
         self.query_one("#title", Static).update(title)
         activity = self.query_one("#activity", Static)
         lines = [f"● {controller.names.get(sid, sid[:8])} · {what}" for sid, what in self.activity.items()]
@@ -425,7 +425,7 @@ class PydshTui(App[int]):
         prompt = self.prompt
         row, column = prompt.cursor_location
         line = prompt.document.get_line(row)
-        found = command_completions(line[:column]) if row == 0 else []
+        found = [c for c in command_completions(line[:column]) if c.value != line[:column]] if row == 0 else []
         if not found:
             found = self.files.complete(line, column)
         self.completions = found
