@@ -51,6 +51,17 @@ class RouteSelections:
         self.owner = owner
         self._selections: weakref.WeakKeyDictionary[Agent, ModelSelection] = weakref.WeakKeyDictionary()
 
+    def current(self, agent: Agent) -> dict[str, Any] | None:
+        """The route this frontend selected for ``agent`` (``None``: it selected none)."""
+        selection = self._selections.get(agent)
+        route = selection.current if selection is not None else None
+        if route is None:
+            return None
+        out = {"provider": route.provider, "model": route.model}
+        if route.reasoning_effort:
+            out["reasoningEffort"] = route.reasoning_effort
+        return out
+
     async def select(self, agent: Agent, choice: RouteChoice) -> dict[str, Any]:
         """Check ``choice``, route ``agent``'s next steps to it and log the ``model/selection`` data."""
         from pydsh.agent.model_selection import ModelSelection, Route, install_model_selection

@@ -36,6 +36,10 @@ PAGE = 50
 MAX_MOUNTED = 300
 """Blocks kept on screen while a turn streams; older ones leave (and load again on scroll-up)."""
 QUIT_WINDOW_S = 3.0
+BURST = 40
+"""New blocks in one tick beyond which the transcript jumps to the newest ones instead of mounting them all."""
+CHROME_S = 0.25
+"""How often the title, activity and usage lines are redrawn while events arrive."""
 
 
 class Transcript(VerticalScroll):
@@ -79,6 +83,7 @@ class PydshTui(App[int]):
         self.completions: list[Completion] = []
         self.files = FileIndex(controller.workspace())
         self.armed_quit = 0.0
+        self.chrome_at = 0.0
         self.painted = 0.0
         """When the first frame with the transcript was drawn (``time.perf_counter``), for the bench."""
 
@@ -182,7 +187,9 @@ class PydshTui(App[int]):
                 self.questions.append(payload)
         self._apply(changed)
         self._next_wait()
-        self.refresh_chrome()
+        now = time.monotonic()
+        if now - self.chrome_at >= CHROME_S:
+            self.refresh_chrome()
 
     def _apply(self, changed: dict[str, Block]) -> None:
         if not changed:
@@ -193,7 +200,9 @@ class PydshTui(App[int]):
             view = self.views.get(key)
             if view is not None and view.is_mounted:
                 view.refresh_block()
-        if new:
+        if len(new) > BURST:
+            self._jump(len(self.feed.blocks) - BURST)
+        elif new:
             views = [BlockView(b) for b in new]
             for view in views:
                 self.views[view.block.key] = view
@@ -201,6 +210,16 @@ class PydshTui(App[int]):
             self._trim()
         if follow:
             self.transcript.scroll_end(animate=False)
+
+    def _jump(self, first: int) -> None:
+        """A burst larger than one screen: show only the newest blocks (the rest load on scroll-up)."""
+        self.transcript.remove_children(list(self.views.values()))
+        self.views = {}
+        self.first = first
+        views = [BlockView(b) for b in self.feed.blocks[first:]]
+        for view in views:
+            self.views[view.block.key] = view
+        self.transcript.mount_all(views)
 
     def _trim(self) -> None:
         """Unmount the oldest blocks beyond :data:`MAX_MOUNTED` (they load again on scroll-up)."""
@@ -238,6 +257,7 @@ class PydshTui(App[int]):
 
     def refresh_chrome(self) -> None:
         """Title, member activity, queue and the usage line."""
+        self.chrome_at = time.monotonic()
         controller = self.controller
         session = controller.live.session
         title = Text()

@@ -269,9 +269,9 @@ class Controller:
     def route(self) -> dict[str, Any]:
         """The provider, model and effort of the session's next request."""
         session = self.live.session
-        for event in reversed(session.events):
-            if event["type"] == "model/selection":
-                return dict(event["data"])
+        selected = self.selections.current(self.live.live)
+        if selected is not None:
+            return selected
         header = session.request_header()
         if header is not None:
             config = header["config"]
