@@ -17,9 +17,11 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
+from textual.screen import Screen
 from textual.widgets import Static, TextArea
 from textual.widgets.option_list import Option
 
+from pydsh.apps.tui import cards
 from pydsh.apps.tui.cards import subject
 from pydsh.apps.tui.commands import COMMANDS, Completion, FileIndex, command_completions
 from pydsh.apps.tui.controller import MODES, Ask, Controller, Questions
@@ -33,11 +35,14 @@ TAIL = 60
 """Blocks a resumed session shows at first (its last turn, up to this many)."""
 PAGE = 50
 """Blocks loaded at once when the user scrolls above the first one shown."""
-MAX_MOUNTED = 300
+MAX_MOUNTED = 150
 """Blocks kept on screen while a turn streams; older ones leave (and load again on scroll-up)."""
 QUIT_WINDOW_S = 3.0
-BURST = 40
-"""New blocks in one tick beyond which the transcript jumps to the newest ones instead of mounting them all."""
+BUSY = 8
+"""New blocks in one tick beyond which the transcript shows a burst list instead of mounting cards."""
+BURST_LINES = 12
+QUIET_S = 0.5
+"""A burst ends once no update came for this long; then the newest blocks are mounted as cards."""
 CHROME_S = 0.25
 """How often the title, activity and usage lines are redrawn while events arrive."""
 
@@ -84,6 +89,10 @@ class PydshTui(App[int]):
         self.files = FileIndex(controller.workspace())
         self.armed_quit = 0.0
         self.chrome_at = 0.0
+        self.chrome_dirty = False
+        self.burst_since: int | None = None
+        """Index of the first block of a burst not mounted as cards (``None``: no burst)."""
+        self.burst_at = 0.0
         self.painted = 0.0
         """When the first frame with the transcript was drawn (``time.perf_counter``), for the bench."""
 
@@ -92,6 +101,7 @@ class PydshTui(App[int]):
     def compose(self) -> Any:
         yield Static(id="title")
         yield Transcript(id="transcript")
+        yield Static(id="burst")
         yield Static(id="activity")
         yield AskPanel(id="ask")
         yield QuestionPanel(id="questions")
@@ -100,17 +110,22 @@ class PydshTui(App[int]):
         yield Static(id="status")
 
     @property
+    def main(self) -> Screen[Any]:
+        """The screen of the session (queries must not reach a dialog pushed over it)."""
+        return self.screen_stack[0] if self.screen_stack else self.screen
+
+    @property
     def prompt(self) -> PromptArea:
-        return self.query_one(PromptArea)
+        return self.main.query_one(PromptArea)
 
     @property
     def transcript(self) -> Transcript:
-        return self.query_one(Transcript)
+        return self.main.query_one(Transcript)
 
     async def on_mount(self) -> None:
         self.controller.wake = lambda: None
-        for name in ("ask", "questions", "completions", "activity"):
-            self.query_one(f"#{name}").display = False
+        for name in ("ask", "questions", "completions", "activity", "burst"):
+            self.main.query_one(f"#{name}").display = False
         await self.show_session(self.controller.live.session_id)
         self.set_interval(TICK_S, self.flush)
         self.prompt.focus()
@@ -164,9 +179,15 @@ class PydshTui(App[int]):
             self.transcript.scroll_to_widget(anchor, animate=False, top=True)
 
     def flush(self) -> None:
-        """Apply what happened since the last tick as one batch."""
+        """Apply what happened since the last tick as one batch (nothing once the screen is torn down)."""
+        if not self.main.query(Transcript):
+            return
         updates = self.controller.drain()
         if not updates:
+            if self.burst_since is not None and time.monotonic() - self.burst_at > QUIET_S:
+                self._end_burst()
+            if self.chrome_dirty:
+                self.refresh_chrome()
             return
         changed: dict[str, Block] = {}
         root = self.controller.live.session_id
@@ -187,8 +208,8 @@ class PydshTui(App[int]):
                 self.questions.append(payload)
         self._apply(changed)
         self._next_wait()
-        now = time.monotonic()
-        if now - self.chrome_at >= CHROME_S:
+        self.chrome_dirty = True
+        if time.monotonic() - self.chrome_at >= CHROME_S:
             self.refresh_chrome()
 
     def _apply(self, changed: dict[str, Block]) -> None:
@@ -200,8 +221,8 @@ class PydshTui(App[int]):
             view = self.views.get(key)
             if view is not None and view.is_mounted:
                 view.refresh_block()
-        if len(new) > BURST:
-            self._jump(len(self.feed.blocks) - BURST)
+        if new and (self.burst_since is not None or len(new) > BUSY):
+            self._burst(new)
         elif new:
             views = [BlockView(b) for b in new]
             for view in views:
@@ -210,6 +231,30 @@ class PydshTui(App[int]):
             self._trim()
         if follow:
             self.transcript.scroll_end(animate=False)
+
+    def _burst(self, new: list[Block]) -> None:
+        """Blocks arriving faster than cards can be mounted: one line-list of the newest instead (one widget
+        redrawn per tick), until the stream calms down."""
+        now = time.monotonic()
+        if self.burst_since is None:
+            self.burst_since = self.feed.blocks.index(new[0])
+        self.burst_at = now
+        waiting = self.feed.blocks[self.burst_since :]
+        text = Text(f"⋯ {len(waiting)} new items, the newest:\n", style="dim")
+        for block in waiting[-BURST_LINES:]:
+            text.append_text(cards.headline(block, False) if block.kind == "tool" else Text(block.text[:90]))
+            text.append("\n")
+        text.rstrip()
+        live = self.main.query_one("#burst", Static)
+        live.update(text)
+        live.display = True
+
+    def _end_burst(self) -> None:
+        """The stream calmed down: show the newest blocks as cards again."""
+        self.burst_since = None
+        self.main.query_one("#burst", Static).display = False
+        self._jump(max(0, len(self.feed.blocks) - TAIL))
+        self.transcript.scroll_end(animate=False)
 
     def _jump(self, first: int) -> None:
         """A burst larger than one screen: show only the newest blocks (the rest load on scroll-up)."""
@@ -258,6 +303,7 @@ class PydshTui(App[int]):
     def refresh_chrome(self) -> None:
         """Title, member activity, queue and the usage line."""
         self.chrome_at = time.monotonic()
+        self.chrome_dirty = False
         controller = self.controller
         session = controller.live.session
         title = Text()
@@ -266,13 +312,15 @@ class PydshTui(App[int]):
         if self.viewing != session.id:
             title.append(f"  viewing {controller.names.get(self.viewing, self.viewing[:8])}", style="bold reverse")
         title.append(f"  {controller.workspace()}", style="dim")
-        self.query_one("#title", Static).update(title)
-        activity = self.query_one("#activity", Static)
+        self.main.query_one("#title", Static).update(title)
+        activity = self.main.query_one("#activity", Static)
+        for sid in [sid for sid in self.activity if controller.status(sid) != "running"]:
+            del self.activity[sid]
         lines = [f"● {controller.names.get(sid, sid[:8])} · {what}" for sid, what in self.activity.items()]
         queued = [f"⧗ {'steer' if mode == 'steer' else 'queued'}: {text}" for mode, text in controller.queued()]
         activity.update("\n".join(lines + queued))
         activity.display = bool(lines or queued)
-        self.query_one("#status", Static).update(self._usage_line())
+        self.main.query_one("#status", Static).update(self._usage_line())
 
     def _usage_line(self) -> Text:
         controller = self.controller
@@ -302,8 +350,8 @@ class PydshTui(App[int]):
 
     def _next_wait(self) -> None:
         """Show the first approval or question still waiting, if the panels are free."""
-        panel = self.query_one(AskPanel)
-        questions = self.query_one(QuestionPanel)
+        panel = self.main.query_one(AskPanel)
+        questions = self.main.query_one(QuestionPanel)
         if panel.display or questions.display:
             return
         while self.asks and self.asks[0].future.done():
@@ -323,7 +371,7 @@ class PydshTui(App[int]):
         ask = self.asks.popleft()
         if not ask.future.done():
             ask.future.set_result(message.outcome)
-        self.query_one(AskPanel).display = False
+        self.main.query_one(AskPanel).display = False
         self.prompt.focus()
         self._next_wait()
 
@@ -332,7 +380,7 @@ class PydshTui(App[int]):
         pending = self.questions.popleft()
         if not pending.future.done():
             pending.future.set_result(message.answers)
-        self.query_one(QuestionPanel).display = False
+        self.main.query_one(QuestionPanel).display = False
         self.prompt.focus()
         self._next_wait()
 
@@ -449,7 +497,7 @@ class PydshTui(App[int]):
         if not found:
             found = self.files.complete(line, column)
         self.completions = found
-        listing = self.query_one(CompletionList)
+        listing = self.main.query_one(CompletionList)
         if not found:
             self._hide_completions()
             return
@@ -460,13 +508,13 @@ class PydshTui(App[int]):
         prompt.completing = True
 
     def _hide_completions(self) -> None:
-        self.query_one(CompletionList).display = False
+        self.main.query_one(CompletionList).display = False
         self.prompt.completing = False
         self.completions = []
 
     @on(PromptArea.Navigate)
     def navigate(self, message: PromptArea.Navigate) -> None:
-        listing = self.query_one(CompletionList)
+        listing = self.main.query_one(CompletionList)
         if message.key == "escape":
             self._hide_completions()
         elif message.key in ("up", "down"):

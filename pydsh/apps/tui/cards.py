@@ -98,7 +98,7 @@ def body(block: Block) -> RenderableType:
     if block.title == "bash" and isinstance(block.arguments.get("command"), str):
         parts.append(Text(f"$ {block.arguments['command']}", style="bold"))
     if block.result is not None:
-        parts.append(Text(_clip(block.result), style="red" if block.error else ""))
+        parts.append(Text(_clip(block.result.rstrip("\n")), style="red" if block.error else ""))
     return Group(*parts)
 
 
@@ -143,6 +143,7 @@ def diff_view(lines: list[str]) -> Text:
         out.append(line + "\n", style=style)
     if len(lines) > len(shown):
         out.append(f"… {len(lines) - len(shown)} more lines\n", style="dim")
+    out.rstrip()
     return out
 
 
@@ -155,4 +156,5 @@ def todo_view(todos: list[Any]) -> Text:
         state = str(item.get("status") or "pending")
         style = "dim strike" if state == "completed" else "bold" if state == "in_progress" else ""
         out.append(f"{TODO_MARKS.get(state, '○')} {item.get('content', '')}\n", style=style)
+    out.rstrip()
     return out

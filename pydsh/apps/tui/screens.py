@@ -131,6 +131,9 @@ class AgentTreeScreen(ModalScreen[str | None]):
 
     def _grow(self, parent: Any, node: AgentNode) -> None:
         for child in node.children:
+            if not child.children:
+                parent.add_leaf(self._label(child), data=child.session_id)
+                continue
             branch = parent.add(self._label(child), data=child.session_id, expand=True)
             self._grow(branch, child)
 

@@ -249,3 +249,29 @@ async def test_copy_sends_the_last_answer_to_the_clipboard(tui: Opener) -> None:
         await t.idle()
         await t.send("/copy")
         assert t.app.clipboard == "copy **me**"
+
+
+async def test_a_burst_of_updates_shows_a_running_list_then_its_newest_cards(tui: Opener) -> None:
+    """More new blocks in one tick than a screen shows: one list line per block instead of a card each, then the
+    newest cards once the stream is quiet (the events are fed the way the kernel hands them to the screen)."""
+    async with tui([{"text": "ready"}]) as t:
+        await t.send("start")
+        await t.idle()
+        session = t.controller.live.session
+        seq = session.seq + 1
+        for i in range(120):
+            data = {
+                "turn": 9,
+                "step": 1,
+                "callId": f"burst-{i}",
+                "name": "glob",
+                "arguments": f'{{"pattern": "*{i}.md"}}',
+            }
+            t.controller._on_event(session, {"type": "tool/call", "seq": seq + i, "time": 0, "data": data})
+        await t.until(lambda: bool(t.app.main.query_one("#burst").display), "the burst list")
+        assert "⋯ 120 new items, the newest:" in t.screen()
+        assert "… glob  *119.md  running" in t.screen()
+        await t.until(lambda: not t.app.main.query_one("#burst").display, "the burst to end")
+        assert "… glob  *119.md  running" in t.screen()
+        assert len(t.app.views) == 60
+        assert t.app.first == len(t.app.feed.blocks) - 60
