@@ -178,14 +178,14 @@ class PydshTui(App[int]):
         if anchor is not None:
             self.transcript.scroll_to_widget(anchor, animate=False, top=True)
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
         """Apply what happened since the last tick as one batch (nothing once the screen is torn down)."""
         if not self.main.query(Transcript):
             return
         updates = self.controller.drain()
         if not updates:
             if self.burst_since is not None and time.monotonic() - self.burst_at > QUIET_S:
-                self._end_burst()
+                await self._end_burst()
             if self.chrome_dirty:
                 self.refresh_chrome()
             return
@@ -249,22 +249,19 @@ class PydshTui(App[int]):
         live.update(text)
         live.display = True
 
-    def _end_burst(self) -> None:
+    async def _end_burst(self) -> None:
         """The stream calmed down: show the newest blocks as cards again."""
         self.burst_since = None
         self.main.query_one("#burst", Static).display = False
-        self._jump(max(0, len(self.feed.blocks) - TAIL))
+        await self._jump(max(0, len(self.feed.blocks) - TAIL))
         self.transcript.scroll_end(animate=False)
 
-    def _jump(self, first: int) -> None:
+    async def _jump(self, first: int) -> None:
         """A burst larger than one screen: show only the newest blocks (the rest load on scroll-up)."""
-        self.transcript.remove_children(list(self.views.values()))
+        await self.transcript.remove_children(list(self.views.values()))
         self.views = {}
         self.first = first
-        views = [BlockView(b) for b in self.feed.blocks[first:]]
-        for view in views:
-            self.views[view.block.key] = view
-        self.transcript.mount_all(views)
+        await self._mount(self.feed.blocks[first:])
 
     def _trim(self) -> None:
         """Unmount the oldest blocks beyond :data:`MAX_MOUNTED` (they load again on scroll-up)."""
