@@ -113,6 +113,8 @@ class AgentTreeScreen(ModalScreen[str | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Close")]
     MARKS: ClassVar[dict[str, str]] = {"running": "●", "idle": "○", "inactive": "·"}
+    WORDS: ClassVar[dict[str, str]] = {"running": "running", "idle": "idle", "inactive": "finished"}
+    """A member no longer in memory has finished its work (its log stays readable)."""
 
     def __init__(self, root: AgentNode) -> None:
         super().__init__(classes="picker")
@@ -127,7 +129,7 @@ class AgentTreeScreen(ModalScreen[str | None]):
             yield tree
 
     def _label(self, node: AgentNode) -> str:
-        return f"{self.MARKS.get(node.status, '·')} {node.name}  ({node.status})"
+        return f"{self.MARKS.get(node.status, '·')} {node.name}  ({self.WORDS.get(node.status, node.status)})"
 
     def _grow(self, parent: Any, node: AgentNode) -> None:
         for child in node.children:
