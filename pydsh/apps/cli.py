@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 HELP = """\
 Usage: pydsh [--profile] <name> [--patch <path>]... [--dump-config[=resolved]] [app-args...]
+       pydsh                       (in a terminal: the same as pydsh tui)
+       pydsh tui [--resume ID] [--cwd DIR] [--provider P --model M]
        pydsh headless [--json] [--session-id ID] [--cwd DIR] [--provider P --model M] TASK...
        pydsh headless --compact ID
        pydsh --profile sdk [--patch <path>]...
@@ -46,7 +48,9 @@ Options:
 LAUNCHER = 1
 """The exit code of a usage error in the launcher's own options (an app's usage errors exit 2)."""
 EXIT_BARE = 2
-"""A bare ``pydsh``: the usage, as for any command line that names nothing to do."""
+"""A bare ``pydsh`` without a terminal: the usage, as for any command line that names nothing to do."""
+TERMINAL = "tui"
+"""The profile a bare ``pydsh`` runs in a terminal."""
 VALUED = {"--profile": "a name", "--from-default-profile": "a name", "--patch": "a path"}
 DUMPS = {
     "--dump-config": "written",
@@ -172,9 +176,17 @@ def _main(argv: list[str]) -> int:
 
 
 def no_arguments() -> int:
-    """A bare ``pydsh``: the usage on stderr, exit 2 (the one place that decides what no arguments do)."""
-    print(HELP, end="", file=sys.stderr)
-    return EXIT_BARE
+    """A bare ``pydsh`` (the one place that decides what no arguments do): in a terminal, the interactive
+    session of the ``tui`` profile; otherwise the usage on stderr, exit 2."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(HELP, end="", file=sys.stderr)
+        return EXIT_BARE
+    from pydsh.apps.tui import INSTALL, textual_missing
+
+    if textual_missing():
+        print(INSTALL, file=sys.stderr)
+        return EXIT_BARE
+    return run_profile(Launch(profile=TERMINAL))
 
 
 def start_up_failed(exc: ProfileError | KernelError) -> int:

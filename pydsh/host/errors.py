@@ -20,6 +20,8 @@ Code = Literal[
     "bad_workspace",
     "bad_session_id",
     "unknown_preset",
+    "unknown_model",
+    "unknown_effort",
 ]
 """Why a request was refused; each frontend words it for its own wire (an HTTP status, a JSON-RPC error, an
 exit code)."""

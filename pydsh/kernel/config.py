@@ -252,13 +252,17 @@ def _lax(hint: Any, value: Any) -> Any:
 
 
 def _union(args: tuple[Any, ...], value: Any) -> Any:
-    """Smart-union choice for the unambiguous cases: an exact type or literal match, else one structured member."""
+    """Smart-union choice for the unambiguous cases: an exact type or literal match, else one structured member,
+    else the lax conversion of the one plain kind of an optional (``float | None`` takes an int)."""
     for arg in args:
         if arg in _EXACT and (type(value) is arg or (arg is type(None) and value is None)):
             return value
         if get_origin(arg) is Literal and any(value == a and type(value) is type(a) for a in get_args(arg)):
             return value
     structured = [a for a in args if a not in _EXACT and get_origin(a) is not Literal]
+    plain = [a for a in args if a in _EXACT and a is not type(None)]
+    if not structured and len(plain) == 1:
+        return _lax(plain[0], value)
     if len(structured) != 1:
         raise _Slow
     return _coerce(structured[0], value)

@@ -139,6 +139,15 @@ class TitleService:
     def current(self, session: Session) -> dict[str, Any] | None:
         return session.fold(TITLE)  # type: ignore[no-any-return]
 
+    def title_of(self, session: Session) -> str | None:
+        """What a frontend shows as the session's title: the logged one, else the fallback of its first
+        prompt not yet committed; ``None`` before any prompt."""
+        state = session.fold(TITLE)
+        if state is not None:
+            return str(state["title"])
+        found = self.fallback_for(session.events)
+        return found[0] if found is not None else None
+
 
 name = "session-title"
 inject = (SESSIONS,)

@@ -31,6 +31,7 @@ class Outer(BaseModel):
     inners: list[Inner] | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
     label: str = Field(default="x", pattern=r"^[a-z]+$")
+    weight: float | None = None
 
     @field_validator("label")
     @classmethod
@@ -64,6 +65,8 @@ GOOD: list[dict[str, Any]] = [
     {"flag": "Yes", "count": "0012", "ratio": 0.25, "label": "abc"},
     {"inners": [{"id": "m", "size": 4}, {"id": "n"}], "extra": {"k": [1, {"v": None}]}},
     {"count": "+5", "ratio": "0.5", "flag": 1},
+    {"weight": 1},
+    {"weight": None},
 ]
 BAD: list[Any] = [
     {"unknown": 1},
@@ -79,6 +82,7 @@ BAD: list[Any] = [
     {"inners": [{"size": 1}]},
     {"inners": [{"id": "m", "size": 0}]},
     {"names": "p"},
+    {"weight": "heavy"},
     [1, 2],
 ]
 
@@ -141,6 +145,19 @@ def test_well_formed_config_does_not_import_pydantic() -> None:
         "info = resolve_plugin('llm-deepseek')\n"
         "config = validate_config('llm', info, {'maxTokens': '64', 'models': [{'id': 'm', 'contextWindow': 9}]})\n"
         "assert config.maxTokens == 64 and config.models[0].contextWindow == 9\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pydantic')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_shipped_presets_validate_without_pydantic() -> None:
+    """An ``order: 1`` in a preset (``float | None``) is pydantic's lax int → float, taken on the fast path."""
+    code = (
+        "import sys\n"
+        "from pydsh.agent.presets import PresetConfig\n"
+        "config = PresetConfig.model_validate({'id': 'standard', 'order': 1, 'plugins': [{'id': 'persona'}]})\n"
+        "assert config.order == 1.0 and type(config.order) is float\n"
         "print(sorted(m for m in sys.modules if m.startswith('pydantic')))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.hooks import PRE_STEP
 from pydsh.agent.keys import AGENT_PRESETS, AGENTS
-from pydsh.agent.model_selection import ModelSelection
 from pydsh.apps.web import references
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.streams import Streams
 from pydsh.apps.web.views import SessionViews
 from pydsh.apps.web.waiting import Waiting
 from pydsh.host import Agent, AgentSpec, HostError
-from pydsh.llm.keys import LLM
+from pydsh.host.routes import RouteChoice, RouteSelections, check_route
 from pydsh.policy.keys import APPROVAL, PERMISSIONS, USER_QUESTIONS
 from pydsh.session.keys import SESSION_TITLE, SESSIONS
 
@@ -57,7 +55,7 @@ class WebHub:
         self.waiting = Waiting(self)
         self.streams = Streams(self)
         self._listeners: list[Disposer] = []
-        self._selections: weakref.WeakKeyDictionary[LiveAgent, ModelSelection] = weakref.WeakKeyDictionary()
+        self._selections = RouteSelections(self.ctx)
         self.stopping = False
 
     @property
@@ -222,35 +220,16 @@ class WebHub:
 
     async def check_route(self, model: dict[str, Any]) -> None:
         """422 unless the provider has an adapter and the model (and effort) are in its catalog."""
-        llm = self.ctx.require(LLM)
-        provider, model_id, effort = model["provider"], model["model"], model.get("effort")
-        if not llm.has_adapter(provider):
-            raise ApiError(422, "unknown_model", f'Unknown provider "{provider}".')
-        catalog = await llm.list_models(provider)
-        info = next((m for m in catalog if m["id"] == model_id), None)
-        if catalog and info is None:
-            raise ApiError(422, "unknown_model", f'Provider "{provider}" has no model "{model_id}".')
-        reasoning = info.get("reasoning") if info is not None else None
-        efforts = [e["id"] for e in reasoning["efforts"]] if reasoning else []
-        if effort is not None and effort not in efforts:
-            raise ApiError(422, "unknown_effort", f'Model "{model_id}" offers no effort "{effort}".')
+        try:
+            await check_route(self.ctx, _choice(model))
+        except HostError as exc:
+            raise ApiError(422, exc.code, str(exc)) from None
 
     async def set_model(self, session_id: str, model: dict[str, Any]) -> dict[str, Any]:
         """Route the session's next requests to ``model`` and echo it as ``model/selection`` (F26)."""
         await self.check_route(model)
         agent = await self.live_agent(session_id)
-        from pydsh.agent.model_selection import Route, install_model_selection
-
-        selection = self._selections.get(agent)
-        if selection is None:
-            selection = ModelSelection()
-            install_model_selection(agent.ctx, selection, owner=self.ctx)
-            self._selections[agent] = selection
-        selection.current = Route(model["provider"], model["model"], model.get("effort"))
-        data = {"provider": model["provider"], "model": model["model"]}
-        if model.get("effort"):
-            data["reasoningEffort"] = model["effort"]
-        agent.session.append("model/selection", data)
+        await self._selections.select(agent, _choice(model))
         return model
 
     async def set_title(self, session_id: str, title: str) -> str:
@@ -266,6 +245,10 @@ class WebHub:
         except ValueError as exc:
             raise ApiError(422, "empty_title", str(exc)) from None
         return str(event["data"]["title"])
+
+
+def _choice(model: dict[str, Any]) -> RouteChoice:
+    return RouteChoice(model["provider"], model["model"], model.get("effort"))
 
 
 def refusal(exc: HostError, session_id: str | None = None) -> ApiError:

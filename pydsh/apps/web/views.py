@@ -145,8 +145,7 @@ class SessionViews:
         if state is not None:
             return str(state["title"])
         titles = self.ctx.get(SESSION_TITLE)
-        found = titles.fallback_for(session.events) if titles is not None else None
-        return str(found[0]) if found is not None else UNTITLED
+        return (titles.title_of(session) if titles is not None else None) or UNTITLED
 
     def summary(self, session: Session, fold: SessionFold | None = None) -> dict[str, Any]:
         """``SessionSummary`` of a live or stored session."""

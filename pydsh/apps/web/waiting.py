@@ -4,7 +4,6 @@ F36, F37). The hub installs this as the approval and question answerer; the page
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -12,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.inbox import INBOX
 from pydsh.apps.web.errors import ApiError, not_found
+from pydsh.host.asks import call_arguments as _call_arguments
+from pydsh.host.asks import open_ask as _open_ask
 from pydsh.policy.questions import Answer, QuestionRequest
 
 if TYPE_CHECKING:
@@ -214,30 +215,3 @@ def _insert_times(events: list[Event], ids: set[str]) -> dict[str, int]:
                 if message["id"] in ids:
                     found.setdefault(message["id"], int(event["time"]))
     return found
-
-
-def _open_ask(events: list[Event], tool_name: str, call_id: str | None) -> str | None:
-    """The id of the newest ``approval/asked`` of this call not yet decided."""
-    decided: set[str] = set()
-    for event in reversed(events):
-        if event["type"] == "approval/decided":
-            decided.add(event["data"]["id"])
-        elif event["type"] == "approval/asked":
-            data = event["data"]
-            if data["id"] not in decided and data["toolName"] == tool_name and data.get("callId") == call_id:
-                return str(data["id"])
-    return None
-
-
-def _call_arguments(events: list[Event], call_id: str | None) -> Any:
-    """The parsed arguments of the ``tool/call`` with ``call_id`` (its raw text if not JSON)."""
-    if call_id is None:
-        return None
-    for event in reversed(events):
-        if event["type"] == "tool/call" and event["data"].get("callId") == call_id:
-            raw = event["data"].get("arguments")
-            try:
-                return json.loads(raw) if isinstance(raw, str) else raw
-            except ValueError:
-                return raw
-    return None

@@ -1,0 +1,76 @@
+"""``pydsh tui`` options and the bare ``pydsh``: refusals are one line and exit 2, before any screen opens."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pydsh.apps import cli
+from pydsh.apps.tui.options import TuiOptions, parse_options
+from pydsh.apps.usage import UsageError
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_options_name_the_session_workspace_and_route(tmp_path: Path) -> None:
+    assert parse_options([]) == TuiOptions()
+    assert parse_options(["--resume", "abc"]) == TuiOptions(resume="abc")
+    assert parse_options(["--cwd", str(tmp_path), "--provider", "p", "--model", "m"]) == TuiOptions(
+        None, str(tmp_path), "p", "m"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--provider", "p"], "give --provider and --model together"),
+        (["--resume", "a", "--cwd", "."], "--resume keeps the session's workspace"),
+        (["--cwd", "/no/such/dir"], '--cwd "/no/such/dir"'),
+        (["stray"], "unknown argument 'stray'"),
+    ],
+)
+def test_bad_options_are_usage_errors(args: list[str], message: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_options(args)
+    assert message in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+def test_pydsh_tui_with_an_unknown_session_says_so_and_exits_2(isolated_home: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pydsh", "tui", "--resume", "no-such-session"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == 'pydsh tui: session "no-such-session" not found'
+
+
+def test_a_bare_pydsh_in_a_terminal_runs_the_tui_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str | None] = []
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr(cli, "run_profile", lambda launch: ran.append(launch.profile) or 0)
+    assert cli.main([]) == 0
+    assert ran == ["tui"]
+
+
+def test_a_bare_pydsh_without_textual_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr("pydsh.apps.tui.textual_missing", lambda: True)
+    assert cli.main([]) == 2
+    assert (
+        capsys.readouterr().err
+        == "pydsh: the terminal UI needs the textual package: pip install textual (or reinstall pydsh)\n"
+    )

@@ -1,0 +1,86 @@
+"""Quitting, resuming and starting the terminal session: what reaches the log and what the screen shows first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydsh.apps.tui import app as screen_module
+from pydsh.apps.tui.app import PydshTui
+from pydsh.apps.tui.controller import Controller
+from pydsh.session.keys import SESSION_QUERY
+from pydsh.testing.hosts import ScriptedHost
+from tests.apps.tui.conftest import Opener
+
+
+async def test_quitting_with_a_running_turn_stops_it_and_logs_it_aborted(tui: Opener) -> None:
+    async with tui([{"hang": True}]) as t:
+        await t.send("never ends")
+        await t.until(lambda: t.app.running, "the turn to run")
+        session_id = t.controller.live.session_id
+        await t.pilot.press("ctrl+c")
+        await t.until(lambda: not t.app.running, "the first Ctrl+C to stop the turn")
+        assert t.app.is_running
+        await t.pilot.press("ctrl+c")
+        await t.until(lambda: t.app.return_code == 0, "the second Ctrl+C to quit")
+        assert t.controller.agent is None
+        stored = await t.host.ctx.require(SESSION_QUERY).read(session_id)
+        ends = [e["data"]["reason"]["kind"] for e in stored.events if e["type"] == "turn/end"]
+        assert ends == ["aborted"]
+
+
+async def test_quit_stops_a_turn_still_running(tui: Opener) -> None:
+    async with tui([{"hang": True}]) as t:
+        await t.send("never ends")
+        await t.until(lambda: t.app.running, "the turn to run")
+        session_id = t.controller.live.session_id
+        await t.send("/quit")
+        await t.until(lambda: t.app.return_code == 0, "/quit to leave")
+        stored = await t.host.ctx.require(SESSION_QUERY).read(session_id)
+        assert [e["data"]["reason"]["kind"] for e in stored.events if e["type"] == "turn/end"] == ["aborted"]
+
+
+def glob_step(count: int) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "glob", "arguments": {"pattern": f"*{i}.txt"}} for i in range(count)]}
+
+
+async def test_a_long_session_resumes_showing_its_tail_and_loads_earlier_on_scroll_up(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    script = [
+        glob_step(20),
+        glob_step(20),
+        {"text": "first answer"},
+        glob_step(20),
+        glob_step(20),
+        {"text": "last answer"},
+    ]
+    async with ScriptedHost(script, profile="tui", cwd=tmp_path, dsh_home=isolated_home) as host:
+        agent = await host.create_agent()
+        await agent.run("the first prompt")
+        await agent.run("the last prompt")
+        session_id = agent.session_id
+        await agent.close()
+        controller = Controller(host)
+        controller.start()
+        await controller.open(session_id)
+        app = PydshTui(controller)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            assert len(app.feed.blocks) > screen_module.TAIL
+            assert len(app.views) <= screen_module.TAIL
+            assert app.feed.blocks[app.first].text == "the last prompt"
+            text = "\n".join(s.text for s in app.screen._compositor.render_strips())
+            assert "last answer" in text
+            for _ in range(20):
+                app.transcript.scroll_home(animate=False)
+                await pilot.pause(0.05)
+                if app.first == 0:
+                    break
+            assert app.first == 0
+            assert len(app.views) == len(app.feed.blocks)
+            app.transcript.scroll_home(animate=False)
+            await pilot.pause()
+            text = "\n".join(s.text for s in app.screen._compositor.render_strips())
+            assert "› the first prompt" in text
+        await controller.shutdown()
