@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pydsh.apps.web.state import static_imports
+
 STATIC = Path(__file__).resolve().parents[3] / "pydsh" / "apps" / "web" / "static"
 MODULES = [
     "index.html",
@@ -91,3 +93,14 @@ def test_every_vendored_file_ships_with_its_licence_and_is_listed() -> None:
 
 def test_the_static_total_stays_small() -> None:
     assert sum(p.stat().st_size for p in static_files()) <= 300 * 1024
+
+
+def test_the_page_preloads_every_module_it_imports_statically() -> None:
+    """The browser fetches the whole static import graph side by side (``modulepreload`` links in the page's
+    head, before app.js), not one level of imports after another; ``import()``-on-demand modules are left out."""
+    preloaded = static_imports(STATIC)
+    assert {"chat.js", "mdstream.js", "toolcards/read.js", "vendor/marked.esm.js"} <= set(preloaded)
+    assert "directories.js" not in preloaded and "app.js" not in preloaded
+    assert all((STATIC / name).is_file() for name in preloaded)
+    html = (STATIC / "index.html").read_text()
+    assert html.index("{{preload}}") < html.index('src="/static/v{{version}}/app.js"')
