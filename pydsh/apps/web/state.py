@@ -152,7 +152,12 @@ class WebState:
         path = self.static_file("index.html")
         if path is None:
             return None
-        return path.read_text(encoding="utf-8").replace("{{version}}", __version__)
+        preload = "\n".join(
+            f'<link rel="modulepreload" href="/static/v{{{{version}}}}/{name}">'
+            for name in static_imports(self.static_dir)
+        )
+        html = path.read_text(encoding="utf-8").replace("{{preload}}", preload)
+        return html.replace("{{version}}", __version__)
 
     # -- info and panels ------------------------------------------------------------------------
 
@@ -399,6 +404,27 @@ class WebState:
         self._client_errors.append(now)
         where = f" | stack: {_escape(stack[:4000])}" if stack else ""
         log.warning("page error: %s%s", _escape(message[:500]), where)
+
+
+STATIC_IMPORT = re.compile(r'^\s*(?:import|export)\b[^;]*?\bfrom\s+"(\.{1,2}/[^"]+\.js)"', re.MULTILINE)
+
+
+def static_imports(static_dir: Path, entry: str = "app.js") -> list[str]:
+    """The modules ``entry`` imports statically, directly or not (paths under ``static_dir``): the page names them
+    all at once as ``modulepreload`` links, so the browser fetches them side by side instead of one import level
+    after another (about 200 ms of a session's first paint). Modules loaded with ``import()`` are left out."""
+    found: list[str] = []
+    todo = [entry]
+    while todo:
+        name = todo.pop()
+        path = static_dir / name
+        if name in found or not path.is_file():
+            continue
+        found.append(name)
+        base = Path(name).parent
+        for target in STATIC_IMPORT.findall(path.read_text(encoding="utf-8")):
+            todo.append(os.path.normpath(base / target))
+    return sorted(found[1:])
 
 
 def _escape(text: str) -> str:

@@ -32,6 +32,9 @@ INDEX_INTERVAL_S = 0.25
 INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
 PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
 LIVE_KEYS = {"title", "todos", "sessionStats", "modelSelection", "permissionPreset"}
+SHOWN_CHUNKS = frozenset({"text-delta", "reasoning-delta"})
+"""The stream chunks the page draws live; the others (tool-call deltas, block and usage marks) reach it in the
+committed events, so they are neither sent nor kept: a 1,500-call turn sent thousands of frames nobody read."""
 
 
 class Streams:
@@ -132,6 +135,8 @@ class Streams:
     def _on_stream(self, payload: AssistantStream) -> None:
         frame = payload["frame"]
         sid = payload["agent"].id
+        if frame["type"] == "chunk" and frame["chunk"].get("type") not in SHOWN_CHUNKS:
+            return
         if frame["type"] == "start":
             self.inflight[sid] = [frame]
         elif frame["type"] == "end":

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pydsh.apps.web.state import static_imports
+
 STATIC = Path(__file__).resolve().parents[3] / "pydsh" / "apps" / "web" / "static"
 MODULES = [
     "index.html",
@@ -96,3 +98,14 @@ def test_the_static_total_stays_small() -> None:
     own = [p for p in static_files() if vendored not in p.parents]
     assert sum(p.stat().st_size for p in own) <= 300 * 1024
     assert sum(p.stat().st_size for p in vendored.rglob("*") if p.is_file()) <= 64 * 1024
+
+
+def test_the_page_preloads_every_module_it_imports_statically() -> None:
+    """The browser fetches the whole static import graph side by side (``modulepreload`` links in the page's
+    head, before app.js), not one level of imports after another; ``import()``-on-demand modules are left out."""
+    preloaded = static_imports(STATIC)
+    assert {"chat.js", "mdstream.js", "toolcards/read.js", "vendor/marked.esm.js"} <= set(preloaded)
+    assert "directories.js" not in preloaded and "app.js" not in preloaded
+    assert all((STATIC / name).is_file() for name in preloaded)
+    html = (STATIC / "index.html").read_text()
+    assert html.index("{{preload}}") < html.index('src="/static/v{{version}}/app.js"')

@@ -28,6 +28,24 @@ async def test_a_stream_opened_mid_attempt_replays_its_frames_so_far(web: Web) -
     assert not web.server.hub.streams.inflight.get(sid)
 
 
+READ = {"name": "read", "arguments": {"file_path": "hello.txt"}}
+
+
+@pytest.mark.parametrize("script", [[{"tool_calls": [READ, READ]}, {"reasoning": "so", "text": "done"}]])
+async def test_only_the_chunks_the_page_draws_are_streamed(web: Web) -> None:
+    """Tool-call deltas, block and usage marks arrive in the committed events; the stream carries only the
+    live text and reasoning the page draws, so a tool-heavy turn does not send thousands of ignored frames."""
+    sid = (await web.new_session())["session"]["sessionId"]
+    reader = asyncio.ensure_future(read_stream(web, sid, turn_ended))
+    await asyncio.sleep(0.1)
+    await web.post(f"/api/sessions/{sid}/prompt", {"text": "read twice"})
+    frames = await asyncio.wait_for(reader, 10)
+    streamed = [f[1] for f in frames if f[0] == "assistant-stream"]
+    chunks = {f["chunk"]["type"] for f in streamed if f["type"] == "chunk"}
+    assert chunks == {"text-delta", "reasoning-delta"}
+    assert [f["type"] for f in streamed].count("start") == 2
+
+
 async def test_projection_frames_follow_a_turn(web: Web) -> None:
     sid = (await web.new_session())["session"]["sessionId"]
     reader = asyncio.ensure_future(

@@ -6,13 +6,43 @@
 import { h } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 
-/** Milliseconds of rendering per slice; the rest waits for the next animation frame. */
+/** Milliseconds of rendering per animation frame: a short slice while the backlog is small, a longer one while
+ * it is large. Every drawn frame costs style, layout and paint of the whole answer's outline, so a big backlog
+ * is drawn in fewer, fuller frames (a 5 MB answer used to trail the server by a minute at 5 ms a frame). */
 const SLICE_MS = 5;
+const BACKLOG_SLICE_MS = 12;
+/** Finished blocks waiting beyond this count as a big backlog. */
+const BACKLOG_BLOCKS = 200;
+/** Characters of received text handed to the block scan at a time: the text waits in its pieces until then, so
+ * a slice never copies or searches megabytes that arrived faster than they can be drawn. */
+const FEED = 64 * 1024;
 /** An open block longer than this is drawn again only once it has doubled since it was last drawn. */
 const BIG_OPEN_BLOCK = 16 * 1024;
 const FENCE = /^\s*(```|~~~)/;
-/** Blocks per chunk: chunks off screen skip style, layout and paint, so a 5 MB answer stays cheap to draw. */
+/** Blocks per chunk and chunks per shelf: chunks and shelves off screen skip style, layout and paint, and the
+ * answer's outline holds shelves, not thousands of chunks, so a 5 MB answer stays cheap to draw per frame. */
 const CHUNK_BLOCKS = 40;
+const SHELF_CHUNKS = 32;
+
+/** Blocks longer than this show as plain wrapped text: a model's megabyte without a blank line would block the
+ * page while parsed as Markdown, and is no formatted prose anyway. */
+const PLAIN_BLOCK = 32 * 1024;
+
+/** Characters per piece of a plain block: pieces off screen skip layout, so its megabyte is not laid out at once. */
+const PLAIN_PIECE = 16 * 1024;
+
+/** One block's nodes: its Markdown, or its plain text (in pieces cut at line ends) when longer than PLAIN_BLOCK. */
+function block(text) {
+  if (text.length <= PLAIN_BLOCK) return renderMarkdown(text);
+  const plain = h("div", { class: "md-plain" });
+  for (let at = 0; at < text.length; ) {
+    const nl = text.indexOf("\n", at + PLAIN_PIECE);
+    const end = nl < 0 ? text.length : nl + 1;
+    plain.append(h("div", { class: "md-piece", text: text.slice(at, end) }));
+    at = end;
+  }
+  return plain;
+}
 
 /** One answer node filled from its Markdown text, a slice at a time. */
 export class MarkdownView {
@@ -25,6 +55,9 @@ export class MarkdownView {
     this.onDone = onDone;
     /** Text from the start of the open block on; what comes before it is rendered and let go. */
     this.rest = "";
+    /** Received text not handed to the scan yet, and the offset of its unread part in the first piece. */
+    this.inbox = [];
+    this.inboxAt = 0;
     /** Offset in `rest` of the first line not yet scanned for a block boundary. */
     this.scan = 0;
     this.fence = null;
@@ -35,6 +68,8 @@ export class MarkdownView {
     this.drawn = -1;
     this.chunk = null;
     this.inChunk = 0;
+    this.shelf = null;
+    this.inShelf = 0;
     this.final = false;
     this.queued = false;
     this.stopped = false;
@@ -42,7 +77,7 @@ export class MarkdownView {
 
   /** More streamed text. */
   append(delta) {
-    this.rest += delta;
+    this.inbox.push(delta);
     this.later();
   }
 
@@ -54,7 +89,7 @@ export class MarkdownView {
 
   /** A complete text, rendered now as far as one slice goes and the rest in the next frames. */
   render(text) {
-    this.rest += text;
+    this.inbox.push(text);
     this.final = true;
     this.step();
   }
@@ -76,15 +111,16 @@ export class MarkdownView {
   /** One slice: scan new lines, render finished blocks, then redraw the open block when it changed. */
   step() {
     if (this.stopped) return;
-    const until = performance.now() + SLICE_MS;
-    this.cut(until);
+    const until = performance.now() + (this.ready.length - this.next > BACKLOG_BLOCKS ? BACKLOG_SLICE_MS : SLICE_MS);
+    this.feed();
+    const unscanned = this.cut(until);
     while (this.next < this.ready.length && performance.now() < until) {
       this.dropOpen();
-      this.place().append(renderMarkdown(this.ready[this.next]));
+      this.place().append(block(this.ready[this.next]));
       this.ready[this.next++] = "";
       this.inChunk++;
     }
-    if (this.next < this.ready.length || this.scan < this.rest.lastIndexOf("\n") + 1) {
+    if (this.next < this.ready.length || unscanned || this.inbox.length) {
       this.later();
       return;
     }
@@ -97,10 +133,27 @@ export class MarkdownView {
     }
   }
 
-  /** Move finished blocks from `rest` to `ready`: a blank line outside a fenced code block ends one. */
+  /** Hand received text to the scan: at least one piece of up to FEED characters (so a line longer than FEED
+   * still grows), then more until FEED characters wait unscanned or none is left. */
+  feed() {
+    for (let first = true; this.inbox.length && (first || this.rest.length - this.scan < FEED); first = false) {
+      const piece = this.inbox[0];
+      const end = Math.min(piece.length, this.inboxAt + FEED);
+      this.rest += piece.slice(this.inboxAt, end);
+      if (end < piece.length) this.inboxAt = end;
+      else {
+        this.inbox.shift();
+        this.inboxAt = 0;
+      }
+    }
+  }
+
+  /** Move finished blocks from `rest` to `ready`: a blank line outside a fenced code block ends one. True when
+   * the time ran out with lines left to scan. */
   cut(until) {
     let start = 0;
     let lines = 0;
+    let cutShort = false;
     for (let nl = this.rest.indexOf("\n", this.scan); nl >= 0; nl = this.rest.indexOf("\n", this.scan)) {
       const line = this.rest.slice(this.scan, nl);
       if (this.fence) {
@@ -112,13 +165,17 @@ export class MarkdownView {
         start = nl + 1;
       }
       this.scan = nl + 1;
-      if (++lines % 256 === 0 && performance.now() >= until) break;
+      if (++lines % 256 === 0 && performance.now() >= until) {
+        cutShort = true;
+        break;
+      }
     }
     if (start) {
       this.rest = this.rest.slice(start);
       this.scan -= start;
       this.drawn = -1;
     }
+    return cutShort;
   }
 
   /** Draw the open block again (a big one only once it has doubled, or at the end). */
@@ -127,18 +184,24 @@ export class MarkdownView {
     if (size === this.drawn) return;
     if (!this.final && size > BIG_OPEN_BLOCK && this.drawn > 0 && size < this.drawn * 2) return;
     this.dropOpen();
-    const fragment = renderMarkdown(this.rest);
-    this.openNodes = [...fragment.childNodes];
+    const fragment = block(this.rest);
+    this.openNodes = fragment instanceof DocumentFragment ? [...fragment.childNodes] : [fragment];
     this.place().append(fragment);
     this.drawn = size;
   }
 
-  /** The chunk the next block goes into (a new one every CHUNK_BLOCKS blocks). */
+  /** The chunk the next block goes into (a new one every CHUNK_BLOCKS blocks, a new shelf every SHELF_CHUNKS). */
   place() {
     if (!this.chunk || this.inChunk >= CHUNK_BLOCKS) {
+      if (!this.shelf || this.inShelf >= SHELF_CHUNKS) {
+        this.shelf = h("div", { class: "md-shelf" });
+        this.node.append(this.shelf);
+        this.inShelf = 0;
+      }
       this.chunk = h("div", { class: "md-chunk" });
-      this.node.append(this.chunk);
+      this.shelf.append(this.chunk);
       this.inChunk = 0;
+      this.inShelf++;
     }
     return this.chunk;
   }

@@ -69,6 +69,23 @@ def test_five_megabyte_answer_never_blocks(web, browse):
     assert longest < LONGEST_TASK_MS, f"a main-thread task took {longest:.0f} ms"
 
 
+def test_a_megabyte_block_shows_as_plain_text_without_blocking(web, browse):
+    """A block this long is no prose to format: it shows as wrapped plain text, not parsed as Markdown at once."""
+    words = [f"word{i}" for i in range(120_000)]
+    text = "\n".join(" ".join(words[i : i + 12]) for i in range(0, len(words), 12))
+    server = web([streamed_answer(text, chunk=16 * 1024)])
+    page = probed(browse, server)
+    probe = Probe(page)
+    probe.arm()
+    send(page, "Write one enormous paragraph.")
+    probe.wait_finished()
+    plain = page.locator("#conversation .answer .md-plain")
+    assert plain.count() == 1
+    assert plain.evaluate("(node) => node.textContent.trimEnd().endsWith('word119999')")
+    longest = probe.longest_task_ms()
+    assert longest < LONGEST_TASK_MS, f"a main-thread task took {longest:.0f} ms"
+
+
 def test_ten_thousand_event_session_paints_its_last_turn_fast(web, browse, tmp_path):
     root = tmp_path / "s0"
     (root / "work").mkdir(parents=True)
