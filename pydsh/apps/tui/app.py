@@ -346,7 +346,7 @@ class PydshTui(App[int]):
         if window and used is not None:
             percent = round(100 * used / window)
             line.append(f" · context {percent}% of {_tokens(window)}", style="bold red" if percent >= 80 else "")
-        hint = "  Esc stops · Enter queues · Ctrl+S steers" if self.running else "  /help"
+        hint = "  Esc stops" if self.running else "  /help"
         line.append(hint, style="dim")
         return line
 
