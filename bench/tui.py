@@ -153,7 +153,7 @@ def glob_step(count: int) -> dict[str, Any]:
 async def seed(home: Path, cwd: Path, events: int) -> tuple[str, int]:
     """A stored session of at least ``events`` events: turns of four steps of 25 tool calls and an answer."""
     turn = [glob_step(25)] * 4 + [{"text": "turn done"}]
-    turns = events // 400 + 2
+    turns = events // 150 + 5  # a turn logs ~240 events; unused script entries are never called
     async with ScriptedHost(turn * turns, profile="tui", cwd=cwd, dsh_home=home, providers=WIDE) as host:
         agent = await host.create_agent()
         n = 0
