@@ -98,16 +98,17 @@ class Terminal:
         os.write(self.master, data)
 
     def quit(self) -> None:
-        """Ctrl+C twice (a running turn is stopped first), then wait for the exit."""
-        for _ in range(2):
-            self.write(b"\x03")
-            time.sleep(0.3)
+        """Ctrl+C twice (a running turn is stopped first), then wait for the exit; killed if it hangs."""
         try:
+            for _ in range(2):
+                self.write(b"\x03")
+                time.sleep(0.3)
             self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
+        except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait()
-        os.close(self.master)
+        finally:
+            os.close(self.master)
 
 
 def installed_like() -> None:
@@ -139,8 +140,10 @@ def first_paint(root: Path, runs: int) -> list[float]:
         home, cwd = root / f"start-{i}", root / "work"
         cwd.mkdir(exist_ok=True)
         term = Terminal([], home, cwd, write_patch(root, [{"text": "hi"}]))
-        took = term.wait_for(PLACEHOLDER)
-        term.quit()
+        try:
+            took = term.wait_for(PLACEHOLDER)
+        finally:
+            term.quit()
         if i:
             times.append(took)
     return times
@@ -153,7 +156,7 @@ def glob_step(count: int) -> dict[str, Any]:
 async def seed(home: Path, cwd: Path, events: int) -> tuple[str, int]:
     """A stored session of at least ``events`` events: turns of four steps of 25 tool calls and an answer."""
     turn = [glob_step(25)] * 4 + [{"text": "turn done"}]
-    turns = events // 400 + 2
+    turns = events // 150 + 5  # a turn logs ~240 events; unused script entries are never called
     async with ScriptedHost(turn * turns, profile="tui", cwd=cwd, dsh_home=home, providers=WIDE) as host:
         agent = await host.create_agent()
         n = 0
@@ -171,8 +174,10 @@ def resume(root: Path, runs: int, events: int) -> tuple[int, list[float]]:
     times = []
     for i in range(runs + 1):
         term = Terminal(["--resume", session_id], home, cwd, write_patch(root, [{"text": "hi"}]))
-        took = term.wait_for(b"turn done")
-        term.quit()
+        try:
+            took = term.wait_for(b"turn done")
+        finally:
+            term.quit()
         if i:
             times.append(took)
     return count, times
@@ -184,6 +189,14 @@ def heavy_turn(root: Path, calls: int) -> list[float]:
     home, cwd = root / "heavy", root / "work"
     cwd.mkdir(exist_ok=True)
     term = Terminal([], home, cwd, write_patch(root, [*steps, {"text": "heavy turn done"}]))
+    try:
+        return keystrokes(term)
+    finally:
+        term.quit()
+
+
+def keystrokes(term: Terminal) -> list[float]:
+    """Send the prompt, then one letter every 100 ms until the turn ends; each letter's echo time."""
     term.wait_for(PLACEHOLDER)
     term.write(b"go\r")
     term.wait_for(b"running")
@@ -202,7 +215,6 @@ def heavy_turn(root: Path, calls: int) -> list[float]:
         latencies.append((time.perf_counter() - began) * 1000)
         time.sleep(0.1)
         term.read(0)
-    term.quit()
     return latencies
 
 

@@ -59,7 +59,10 @@ def test_launcher_errors(tmp_path: Path) -> None:
     assert version.returncode == 0 and version.stdout.startswith("pydsh ")
     unknown = pydsh("nonesuch", cwd=tmp_path)
     assert unknown.returncode == 2
-    assert 'unknown profile "nonesuch" (known templates: acp, embed, headless, sdk, sdk-minimal, tui, web)' in unknown.stderr
+    assert (
+        'unknown profile "nonesuch" (known templates: acp, embed, headless, sdk, sdk-minimal, tui, web)'
+        in unknown.stderr
+    )
 
 
 LAUNCHER_ERRORS = [

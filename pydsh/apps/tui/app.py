@@ -112,7 +112,12 @@ class PydshTui(App[int]):
     @property
     def main(self) -> Screen[Any]:
         """The screen of the session (queries must not reach a dialog pushed over it)."""
-        return self.screen_stack[0] if self.screen_stack else self.screen
+        return self.screen_stack[0]
+
+    @property
+    def alive(self) -> bool:
+        """Whether the session screen is still up (timers and workers may fire while it is torn down)."""
+        return bool(self.screen_stack) and bool(self.main.query(Transcript))
 
     @property
     def prompt(self) -> PromptArea:
@@ -180,7 +185,7 @@ class PydshTui(App[int]):
 
     async def flush(self) -> None:
         """Apply what happened since the last tick as one batch (nothing once the screen is torn down)."""
-        if not self.main.query(Transcript):
+        if not self.alive:
             return
         updates = self.controller.drain()
         if not updates:
@@ -299,6 +304,8 @@ class PydshTui(App[int]):
 
     def refresh_chrome(self) -> None:
         """Title, member activity, queue and the usage line."""
+        if not self.alive:
+            return
         self.chrome_at = time.monotonic()
         self.chrome_dirty = False
         controller = self.controller
@@ -339,7 +346,7 @@ class PydshTui(App[int]):
         if window and used is not None:
             percent = round(100 * used / window)
             line.append(f" · context {percent}% of {_tokens(window)}", style="bold red" if percent >= 80 else "")
-        hint = "  Esc stops · Enter queues · Ctrl+S steers" if self.running else "  /help"
+        hint = "  Esc stops" if self.running else "  /help"
         line.append(hint, style="dim")
         return line
 

@@ -268,10 +268,21 @@ async def test_a_burst_of_updates_shows_a_running_list_then_its_newest_cards(tui
                 "arguments": f'{{"pattern": "*{i}.md"}}',
             }
             t.controller._on_event(session, {"type": "tool/call", "seq": seq + i, "time": 0, "data": data})
-        await t.until(lambda: bool(t.app.main.query_one("#burst").display), "the burst list")
-        assert "⋯ 120 new items, the newest:" in t.screen()
+        await t.shows("⋯ 120 new items, the newest:")
         assert "… glob  *119.md  running" in t.screen()
         await t.until(lambda: not t.app.main.query_one("#burst").display, "the burst to end")
         await t.shows("… glob  *119.md  running")
         assert len(t.app.views) == 60
         assert t.app.first == len(t.app.feed.blocks) - 60
+
+
+async def test_an_80_by_24_terminal_shows_the_title_the_answer_the_prompt_and_the_usage_line(tui: Opener) -> None:
+    async with tui([{"text": "Small screens work."}], size=(80, 24)) as t:
+        await t.send("hello")
+        await t.idle()
+        await t.shows("Small screens work.")
+        lines = t.screen().splitlines()
+        assert len(lines) == 24 and all(len(line) == 80 for line in lines)
+        assert lines[0].startswith(" pydsh  hello")
+        assert "Ask anything" in "\n".join(lines[-4:])
+        assert lines[-1].startswith(" ○ idle  deepseek-official/deepseek-v4-flash · workspace-write")
