@@ -188,6 +188,6 @@ def test_send_card_shows_a_selectable_message_id_live_state_and_plugin_toggles(w
     assert values["agentMessage.showMode"] is True and values["agentMessage.showTargetStatus"] is True
     copy = page.get_by_role("button", name="Copy ID of this session")
     copy.click()
-    assert copy.inner_text() == "Copied"
+    wait_for(lambda: copy.inner_text() == "Copied", message="Copy ID says Copied")
     assert page.evaluate("navigator.clipboard.readText()") == a_id
     screenshot(page, "message-delivery")
