@@ -79,7 +79,8 @@ def _sent(events: list[Any]) -> list[dict[str, Any]]:
 
 class DeliveryFeed:
     """Sends ``messages {messages}`` on a sender's session stream when its delivery states may have changed:
-    after its own accepted send, or when the inbox of a session it sent to (or its own, for replies) changed.
+    after its own accepted send, when the inbox of a session it sent to (or its own, for replies) changed,
+    or when a session it sent to started or finished a turn (the card shows its runtime status).
     Coalesced per sender, and sent only when the list differs from the one sent before."""
 
     def __init__(self, hub: WebHub) -> None:
@@ -103,11 +104,20 @@ class DeliveryFeed:
         elif event["type"] == "agent/inbox/spliced":
             senders = [s for s, targets in self.targets.items() if session_id in targets or s == session_id]
         for sender in senders:
-            if self.hub.streams.sessions_topic.has(sender):
-                self._later(sender)
-            else:
-                self.targets.pop(sender, None)
-                self.last.pop(sender, None)
+            self._refresh(sender)
+
+    def target_status(self, session_id: str) -> None:
+        """A session started or finished a turn: the cards of those who sent to it show its runtime status."""
+        for sender in [s for s, targets in self.targets.items() if session_id in targets]:
+            self._refresh(sender)
+
+    def _refresh(self, sender: str) -> None:
+        """Send ``sender``'s list soon if its page still listens, else forget it."""
+        if self.hub.streams.sessions_topic.has(sender):
+            self._later(sender)
+        else:
+            self.targets.pop(sender, None)
+            self.last.pop(sender, None)
 
     def _later(self, sender: str) -> None:
         if sender in self._timers or self.hub.stopping:

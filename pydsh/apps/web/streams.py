@@ -126,6 +126,7 @@ class Streams:
         status = "running" if payload["status"] == "running" else "idle"
         self.sessions_topic.publish(agent.id, ("status", {"status": status}, None))
         self.mark_index(agent.id)
+        self.deliveries.target_status(agent.id)
         if agent.session.header.get("origin") == "subagent":
             self._mark_agents(agent.session)
             lead = lead_of(self.hub, agent.id)

@@ -31,8 +31,17 @@ export function applyFontSize(size) {
   document.documentElement.style.setProperty("--chat-font", `${Math.min(22, Math.max(12, px))}px`);
 }
 
-/** Save one or more settings (revisioned) and keep the app's copy. */
-export async function saveSettings(set) {
+let saving = Promise.resolve();
+
+/** Save one or more settings (revisioned) and keep the app's copy. Saves run one after another, so a
+ * slower answer to an earlier save never overwrites the app's copy with what a later one changed. */
+export function saveSettings(set) {
+  const run = saving.then(() => patchSettings(set));
+  saving = run.catch(() => {});
+  return run;
+}
+
+async function patchSettings(set) {
   try {
     app.settings = await api.patchSettings(app.settings.revision, set);
   } catch (err) {
