@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.apps.web.browser.harness import screenshot
+from tests.apps.web.browser.harness import screenshot, wait_for
 from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
 from tests.apps.web.browser.test_tools import card, expand
@@ -106,6 +106,7 @@ def test_bidi_controls_show_as_markers_in_chat_tool_output_and_file_names(web, b
     assert answer.inner_text() == f"Wrote {shown}."
     assert page.locator(".bubble").inner_text() == f"Save {shown}"
     page.locator(".work-toggle").click()
-    assert shown in card(page, "write").locator(".tool-summary").inner_text()
+    summary = card(page, "write").locator(".tool-summary")
+    wait_for(lambda: shown in summary.inner_text(), message="the write card's file name")
     assert expand(page, "bash").locator(".tool-output").inner_text().strip() == shown
     assert RLO not in page.locator("#conversation").inner_text()

@@ -68,6 +68,7 @@ def test_tool_cards_say_what_ran_and_how_it_ended(web, browse):
     send(page, "Run the tools")
     page.locator(".turn-end").wait_for()
     page.locator(".work-toggle").click()
+    wait_for(lambda: page.locator(".tool-card .status").count() == 3, message="three tool cards")
     failing, long, grep = page.locator(".tool-card").all()
     assert failing.get_attribute("data-status") == "error"
     assert failing.locator(".status").inner_text().strip() == "exit 3"
