@@ -62,7 +62,7 @@ marks.append(time.perf_counter())
 configure_logging()
 
 async def serve():
-    host = await Host.of_rows("sdk", rows).start(service="app")
+    host = await Host.of_rows("sdk", rows).start(service=APP)
     marks.append(time.perf_counter())
     os.write(2, ("bench-marks " + " ".join(map(repr, marks)) + " %d\\n" % len(sys.modules)).encode())
     try:
