@@ -70,6 +70,8 @@ MTIME_SLACK_MS = 1000
 """How far a log's last event may lie after its modification time (file times come from a coarse
 clock; a shared home may sit on another machine's disk): a pending row's key adds it, so that folding
 a row only ever lowers its key and a page cut after folding its rows skips no row."""
+PAGE_FOLD_BUDGET = 64
+"""How many logs a page may fold to put its rows in exact order (at least twice its size)."""
 DAMAGED_CODES = frozenset({11, 26})
 """``SQLITE_CORRUPT`` and ``SQLITE_NOTADB``: a file to rebuild rather than to go around."""
 
@@ -513,7 +515,10 @@ class SessionIndex:
         title (``untitled`` when there is none) contains ``title`` regardless of case; ``exclude`` ids are
         left out. Every entry returned is folded: the rows a page would show are folded and the page read
         again until it holds no pending row (a fold lowers a row's key, letting an unfolded one in; a page
-        cut at an unfolded key would make the next page skip rows). Also whether more follow.
+        cut at an unfolded key would make the next page skip rows), folding at most ``PAGE_FOLD_BUDGET``
+        or twice ``limit`` logs: past that (a copied home, whose mtimes all say "now"), the rows shown are
+        folded in place and the order is approximate until the background has folded. Also whether more
+        follow.
         ``refresh=False`` pages the rows as the last refresh left them (a caller paging again right after one)."""
         if title:
             await self.settled()
@@ -538,7 +543,8 @@ class SessionIndex:
 
         rows = await select()
         tried: set[str] = set()
-        while todo := [r for r in rows[:limit] if r.pending and r.path not in tried]:
+        budget = max(2 * limit, PAGE_FOLD_BUDGET)
+        while len(tried) < budget and (todo := [r for r in rows[:limit] if r.pending and r.path not in tried]):
             tried.update(r.path for r in todo)
             await self._fold(todo)
             rows = await select()
