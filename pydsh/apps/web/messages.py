@@ -101,6 +101,8 @@ class DeliveryFeed:
         senders = []
         if isinstance(meta, dict) and meta.get("ok") and meta.get("messageId"):
             senders.append(session_id)
+            if meta.get("to"):  # known at once, so the target's next status change refreshes this sender
+                self.targets.setdefault(session_id, set()).add(str(meta["to"]))
         elif event["type"] == "agent/inbox/spliced":
             senders = [s for s, targets in self.targets.items() if session_id in targets or s == session_id]
         for sender in senders:
