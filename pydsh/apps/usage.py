@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+import sys
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
 
 from pydsh.kernel.errors import PydshError
+
+T = TypeVar("T")
 
 
 class UsageError(PydshError):
@@ -25,3 +29,14 @@ class UsageParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+def parsed(parse: Callable[[list[str]], T], args: list[str]) -> T | int:
+    """An app's options, or the exit code after a usage error (printed) or ``--help`` (already printed)."""
+    try:
+        return parse(args)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return exc.exit_code
+    except SystemExit as exc:
+        return int(exc.code or 0)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pydsh.agent.keys import AGENTS
 from pydsh.apps.tui.options import TuiOptions, parse_options
-from pydsh.apps.usage import UsageError
+from pydsh.apps.usage import parsed
 from pydsh.host.errors import HostError
 from pydsh.host.keys import APP
 from pydsh.kernel.context import Context
@@ -41,13 +41,9 @@ class TuiApp:
         self.ctx = ctx
 
     async def run(self, host: Host, args: list[str]) -> int:
-        try:
-            options = parse_options(args)
-        except UsageError as exc:
-            print(exc, file=sys.stderr)
-            return exc.exit_code
-        except SystemExit as exc:
-            return int(exc.code or 0)
+        options = parsed(parse_options, args)
+        if isinstance(options, int):
+            return options
         if textual_missing():
             print(INSTALL, file=sys.stderr)
             return 2

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.keys import AGENTS, SYSTEM_PROMPT
-from pydsh.apps.usage import UsageError
+from pydsh.apps.usage import parsed
 from pydsh.apps.web.hub import WebHub
 from pydsh.apps.web.limits import Throttle, open_file_limit
 from pydsh.apps.web.options import WebOptions, host_literal, is_loopback, parse_options, refusal
@@ -47,13 +47,9 @@ class WebApp:
         self.surface = surface
 
     async def run(self, host: Host, args: list[str]) -> int:
-        try:
-            options = parse_options(args)
-        except UsageError as exc:
-            print(exc, file=sys.stderr)
-            return exc.exit_code
-        except SystemExit as exc:
-            return int(exc.code or 0)
+        options = parsed(parse_options, args)
+        if isinstance(options, int):
+            return options
         refused = refusal(options)
         if refused is not None:
             print(refused, file=sys.stderr)
