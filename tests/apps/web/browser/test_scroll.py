@@ -16,6 +16,12 @@ def send(page: Any, text: str) -> None:
 
 
 def scroll_up(page: Any) -> None:
+    """Scroll the chat to its top once its content has laid out taller than the view (rendering is sliced
+    over frames, so the answer may still be growing when its turn's end marker appears)."""
+    wait_for(
+        lambda: page.evaluate("(v => v.scrollHeight > v.clientHeight * 2)(document.getElementById('panel-chat'))"),
+        message="the chat taller than its view",
+    )
     page.evaluate("document.getElementById('panel-chat').scrollTop = 0")
     page.locator("#panel-chat").dispatch_event("scroll")
 
@@ -39,7 +45,7 @@ def test_sending_while_scrolled_up_shows_your_own_message(web, browse):
     send(page, "Write a long answer")
     page.wait_for_selector(".turn-end")
     scroll_up(page)
-    assert not in_view(page, ".turn-end")
+    wait_for(lambda: not in_view(page, ".turn-end"), message="the end of the answer scrolled out of view")
     send(page, "And now a short one")
     wait_for(lambda: page.locator(".user-msg").count() == 2, message="the second message")
     wait_for(lambda: in_view(page, ".user-msg"), message="the message just sent in view")
