@@ -35,7 +35,9 @@ import yaml
 from pydsh.testing.hosts import ScriptedHost, scripted_patch
 
 REPO = Path(__file__).resolve().parents[1]
-PLACEHOLDER = b"Ask anything"
+PLACEHOLDER = b"sk anything"
+"""The prompt's placeholder in the first full frame, without its first letter: the cursor sits on it, so
+its colours split it from the rest until the cursor first blinks off (half a second later)."""
 ECHO = "αβγδεζηθικλμνξπρστφχψωжзийклмнпфцчшщыэюя"
 """Letters typed during the heavy turn: none appears in a tool card, so each one's echo is unambiguous."""
 WIDE = [

@@ -8,6 +8,7 @@ provides. Exit codes: 0 success, 1 usage or run failure, 2 composition errors an
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from pydsh import __version__
 from pydsh.apps.usage import UsageError
 
 if TYPE_CHECKING:
+    from pydsh.kernel.compose import Row
     from pydsh.kernel.errors import KernelError
     from pydsh.kernel.profiles import ProfileError
 
@@ -50,6 +52,8 @@ LAUNCHER = 1
 EXIT_BARE = 2
 """A bare ``pydsh`` without a terminal: the usage, as for any command line that names nothing to do."""
 TERMINAL = "tui"
+TERMINAL_APP = "tui-app"
+"""The terminal UI's plugin: a composition holding it draws its screen before its host loads."""
 """The profile a bare ``pydsh`` runs in a terminal."""
 VALUED = {"--profile": "a name", "--from-default-profile": "a name", "--patch": "a path"}
 DUMPS = {
@@ -240,9 +244,20 @@ def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
             return 0
     except (ProfileError, KernelError) as exc:
         return start_up_failed(exc)
+    if any(row.name == TERMINAL_APP for row in walk(rows)):
+        from pydsh.apps.tui import launch as launch_terminal
+
+        return launch_terminal(launch.profile, rows, launch.app_args)
     from pydsh.host.launch import run_app
 
     return run_app(launch.profile, rows, launch.app_args)
+
+
+def walk(rows: list[Row]) -> Iterator[Row]:
+    """Every row of a composition, group rows' children included."""
+    for row in rows:
+        yield row
+        yield from walk(row.children)
 
 
 def warn(warnings: list[str]) -> None:

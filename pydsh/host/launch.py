@@ -9,11 +9,11 @@ import sys
 from typing import TYPE_CHECKING
 
 from pydsh.host.errors import HostError
-from pydsh.host.host import Host
 from pydsh.host.keys import APP
 from pydsh.kernel.events import EventBus, declared_events
 
 if TYPE_CHECKING:
+    from pydsh.host.host import Host
     from pydsh.kernel.compose import Row
 
 
@@ -27,17 +27,27 @@ def configure_logging() -> None:
     logging.captureWarnings(True)
 
 
+async def load_host(profile: str, rows: list[Row]) -> Host:
+    """``rows`` loaded as ``profile``'s host with its app; ``HostError`` says why not. (The host's modules are
+    imported here, not with this module: the terminal draws its first frame before they load.)"""
+    from pydsh.host.host import Host
+
+    return await Host.of_rows(profile, rows).start(service=APP)
+
+
+def refusal_code(exc: HostError) -> int:
+    """The exit code of a host that would not load: 2 for composition errors, 1 without an app."""
+    return 1 if exc.code == "unavailable" else 2
+
+
 async def started(profile: str, rows: list[Row]) -> Host | int:
-    """``rows`` loaded as ``profile``'s host, or the exit code of why not (printed): 2 for composition
-    errors, 1 without an app."""
-    host = Host.of_rows(profile, rows)
+    """``rows`` loaded as ``profile``'s host, or the exit code of why not (printed)."""
     try:
-        await host.start(service=APP)
+        return await load_host(profile, rows)
     except HostError as exc:
         for line in str(exc).splitlines():
             print(f"pydsh: {line}", file=sys.stderr)
-        return 1 if exc.code == "unavailable" else 2
-    return host
+        return refusal_code(exc)
 
 
 async def serve(profile: str, rows: list[Row], args: list[str]) -> int:

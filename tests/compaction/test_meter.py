@@ -24,6 +24,7 @@ from pydsh.compaction.meter import (
     TokenMeter,
     TokenUsageUnit,
     _MeterFold,
+    int_map,
 )
 from tests.agent.harness import start_host
 
@@ -255,3 +256,14 @@ def test_a_failed_attempt_counts_its_last_usage_chunk() -> None:
     state = fold(unit, [attempt, retry, assistant(3, "ok", {"inputTokens": 10, "outputTokens": 4})])
     assert unit.view(state)["uncachedInputTokens"] == 17
     assert unit.view(state)["outputTokens"] == 6
+
+
+@pytest.mark.parametrize("view", [{"total": "3"}, {"total": True}, {"total": 1.5}, {1: 2}, [("total", 1)]])
+def test_a_meter_view_that_is_not_a_map_of_integers_is_refused(view: object) -> None:
+    with pytest.raises(TypeError, match="maps names to integers"):
+        int_map(view)
+
+
+def test_a_meter_view_of_integers_passes_unchanged() -> None:
+    view = {"total": 3, "cached": 0}
+    assert int_map(view) is view

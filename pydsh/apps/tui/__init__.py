@@ -6,11 +6,12 @@ path pays for it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
 
 from pydsh.agent.keys import AGENTS
@@ -22,7 +23,9 @@ from pydsh.kernel.context import Context
 from pydsh.session.keys import SESSIONS
 
 if TYPE_CHECKING:
+    from pydsh.apps.tui.controller import Controller
     from pydsh.host import Host
+    from pydsh.kernel.compose import Row
 
 INSTALL = "pydsh: the terminal UI needs the textual package: pip install textual (or reinstall pydsh)"
 USAGE_REFUSALS = frozenset({"not_found", "member_session", "bad_workspace", "bad_session_id", "owned_elsewhere"})
@@ -47,29 +50,98 @@ class TuiApp:
         if textual_missing():
             print(INSTALL, file=sys.stderr)
             return 2
-        return await run_tui(host, options)
+
+        async def loaded() -> Host:
+            return host
+
+        return await run_tui(loaded, options)
 
 
-async def run_tui(host: Host, options: TuiOptions) -> int:
-    """Open the session, run the screen until the user quits, then stop what still runs."""
-    from pydsh.apps.tui.controller import Controller
+def launch(profile: str, rows: list[Row], args: list[str]) -> int:
+    """``pydsh tui`` from the command line. For a new session the screen is drawn first and the host loads
+    behind it, so the prompt shows before the plugins are imported; ``--resume`` opens the session first
+    (its transcript is what the user waits for, and a wrong id is refused before any screen)."""
+    options = parsed(parse_options, args)
+    if isinstance(options, int):
+        return options
+    if textual_missing():
+        print(INSTALL, file=sys.stderr)
+        return 2
+    from pydsh.host.launch import configure_logging, load_host
 
-    controller = Controller(host, options.cwd)
-    controller.start()
+    configure_logging()
+    loading: list[Host] = []
+
+    async def loaded() -> Host:
+        loading.append(await load_host(profile, rows))
+        return loading[0]
+
+    async def run() -> int:
+        try:
+            return await run_tui(loaded, options, paint_first=options.resume is None)
+        finally:
+            for host in loading:
+                await host.close()
+
+    return asyncio.run(run())
+
+
+async def run_tui(loaded: Callable[[], Awaitable[Host]], options: TuiOptions, *, paint_first: bool = False) -> int:
+    """Run the screen until the user quits, then stop what still runs. ``paint_first``: the session opens
+    behind the first frame (once ``loaded`` gives the host) rather than before it. A session that cannot be
+    opened ends the run with its one-line error."""
+    opening = Opening(loaded, options)
+    code: int | None = 1
     try:
-        await controller.open(options.resume, options.provider, options.model)
-    except HostError as exc:
-        await controller.shutdown()
-        print(f"pydsh tui: {exc}", file=sys.stderr)
-        return 2 if exc.code in USAGE_REFUSALS else 1
-    from pydsh.apps.tui.app import PydshTui
+        session = opening.open if paint_first else await opening.open()
+        if session is not None:
+            from pydsh.apps.tui.app import PydshTui
 
-    try:
-        with logging_to_file():
-            code = await PydshTui(controller).run_async()
+            with logging_to_file():
+                code = await PydshTui(session).run_async()
     finally:
-        await controller.shutdown()
+        await opening.close()
+    if opening.failure is not None:
+        print(opening.failure, file=sys.stderr)
+        return opening.failure_code
     return code or 0
+
+
+class Opening:
+    """The terminal's session being opened behind the first frame, and what it needs closed at the end."""
+
+    def __init__(self, loaded: Callable[[], Awaitable[Host]], options: TuiOptions) -> None:
+        self.loaded = loaded
+        self.options = options
+        self.controller: Controller | None = None
+        self.failure: str | None = None
+        self.failure_code = 1
+
+    async def open(self) -> Controller | None:
+        """The opened controller, or ``None`` with :attr:`failure` set (the host or the session refused)."""
+        from pydsh.apps.tui.controller import Controller
+        from pydsh.host.launch import refusal_code
+
+        options = self.options
+        try:
+            host = await self.loaded()
+        except HostError as exc:
+            self.failure = "\n".join(f"pydsh: {line}" for line in str(exc).splitlines())
+            self.failure_code = refusal_code(exc)
+            return None
+        controller = self.controller = Controller(host, options.cwd)
+        controller.start()
+        try:
+            await controller.open(options.resume, options.provider, options.model)
+        except HostError as exc:
+            self.failure = f"pydsh tui: {exc}"
+            self.failure_code = 2 if exc.code in USAGE_REFUSALS else 1
+            return None
+        return controller
+
+    async def close(self) -> None:
+        if self.controller is not None:
+            await self.controller.shutdown()
 
 
 @contextlib.contextmanager

@@ -7,8 +7,10 @@ most :data:`MAX_MOUNTED` blocks, so long sessions and very busy turns leave the 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -44,6 +46,8 @@ BURST_LINES = 12
 QUIET_S = 0.5
 """A burst ends once no update came for this long; then the newest blocks are mounted as cards."""
 CHROME_S = 0.25
+ASK = "Ask anything · / for commands · @ for files"
+"""The prompt's placeholder."""
 """How often the title, activity and usage lines are redrawn while events arrive."""
 
 
@@ -74,9 +78,20 @@ class PydshTui(App[int]):
         Binding("pagedown", "page_down", show=False),
     ]
 
-    def __init__(self, controller: Controller) -> None:
+    controller: Controller
+    """The session's controller (set once it is open: see :attr:`opened`)."""
+
+    def __init__(self, session: Controller | Callable[[], Awaitable[Controller | None]]) -> None:
+        """``session``: an open controller, or how to open one behind the first frame (``None``: it could
+        not be opened, and the screen ends)."""
         super().__init__()
-        self.controller = controller
+        self.opener = None if isinstance(session, Controller) else session
+        if isinstance(session, Controller):
+            self.controller = session
+        self.opened = asyncio.Event()
+        """Set once the session is open: before, the screen's keys other than Ctrl+C do nothing (typing works)."""
+        self.early: list[PromptArea.Submitted] = []
+        """Prompts sent before the session was open: sent once it is."""
         self.feed = Feed()
         self.viewing = ""
         self.views: dict[str, BlockView] = {}
@@ -86,7 +101,7 @@ class PydshTui(App[int]):
         self.questions: deque[Questions] = deque()
         self.activity: dict[str, str] = {}
         self.completions: list[Completion] = []
-        self.files = FileIndex(controller.workspace())
+        self.files: FileIndex | None = None
         self.armed_quit = 0.0
         self.chrome_at = 0.0
         self.chrome_dirty = False
@@ -94,7 +109,7 @@ class PydshTui(App[int]):
         """Index of the first block of a burst not mounted as cards (``None``: no burst)."""
         self.burst_at = 0.0
         self.painted = 0.0
-        """When the first frame with the transcript was drawn (``time.perf_counter``), for the bench."""
+        """When the first frame was drawn (``time.perf_counter``), for the bench."""
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -106,7 +121,7 @@ class PydshTui(App[int]):
         yield AskPanel(id="ask")
         yield QuestionPanel(id="questions")
         yield CompletionList(id="completions")
-        yield PromptArea(id="prompt")
+        yield PromptArea(id="prompt", placeholder=ASK)
         yield Static(id="status")
 
     @property
@@ -128,13 +143,39 @@ class PydshTui(App[int]):
         return self.main.query_one(Transcript)
 
     async def on_mount(self) -> None:
-        self.controller.wake = lambda: None
         for name in ("ask", "questions", "completions", "activity", "burst"):
             self.main.query_one(f"#{name}").display = False
-        await self.show_session(self.controller.live.session_id)
-        self.set_interval(TICK_S, self.flush)
         self.prompt.focus()
         self.call_after_refresh(self._painted)
+        if self.opener is None:
+            await self._show_opened()
+            return
+        self.main.query_one("#title", Static).update(Text.assemble((" pydsh ", "bold reverse"), "  starting…"))
+        self.call_after_refresh(lambda: self.run_worker(self._open(), exclusive=True))
+
+    async def _open(self) -> None:
+        """Open the session behind the first frame; a session that cannot be opened ends the screen."""
+        assert self.opener is not None
+        controller = await self.opener()
+        if controller is None:
+            self.exit(return_code=1)
+            return
+        self.controller = controller
+        await self._show_opened()
+
+    async def _show_opened(self) -> None:
+        self.controller.wake = lambda: None
+        self.files = FileIndex(self.controller.workspace())
+        await self.show_session(self.controller.live.session_id)
+        self.set_interval(TICK_S, self.flush)
+        self.opened.set()
+        for message in self.early:
+            self.post_message(message)
+        self.early.clear()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Until the session is open, of the screen's keys only Ctrl+C works (it quits)."""
+        return self.opened.is_set() or action == "interrupt"
 
     def _painted(self) -> None:
         self.painted = time.perf_counter()
@@ -159,7 +200,7 @@ class PydshTui(App[int]):
         self.prompt.placeholder = (
             "Viewing a member's session (read only) — Esc returns"
             if member
-            else "Ask anything · / for commands · @ for files"
+            else ASK
         )
         self.running = self.controller.status(self.controller.live.session_id) == "running"
         self.refresh_chrome()
@@ -392,6 +433,9 @@ class PydshTui(App[int]):
 
     @on(PromptArea.Submitted)
     async def submitted(self, message: PromptArea.Submitted) -> None:
+        if not self.opened.is_set():
+            self.early.append(message)
+            return
         self._hide_completions()
         text = message.text.strip()
         word, _, rest = text.partition(" ")
@@ -494,6 +538,8 @@ class PydshTui(App[int]):
 
     @on(TextArea.Changed, "#prompt")
     def prompt_changed(self) -> None:
+        if self.files is None:
+            return
         prompt = self.prompt
         row, column = prompt.cursor_location
         line = prompt.document.get_line(row)
@@ -553,6 +599,9 @@ class PydshTui(App[int]):
     async def action_interrupt(self) -> None:
         """Ctrl+C: stop the running turn; a second Ctrl+C within three seconds (or when idle) quits."""
         now = time.monotonic()
+        if not self.opened.is_set():
+            self.exit(0)
+            return
         if now - self.armed_quit < QUIT_WINDOW_S:
             await self.action_quit_app()
             return

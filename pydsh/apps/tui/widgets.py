@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
-from rich.markdown import Markdown
 from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
@@ -21,6 +20,14 @@ from pydsh.apps.tui.feed import Block
 from pydsh.policy.questions import Answer
 
 FOLDABLE = frozenset({"tool", "reasoning"})
+
+
+def markdown(text: str) -> RenderableType:
+    """``text`` rendered as Markdown; the renderer is imported on first use (it costs a new session's first
+    paint 40 ms)."""
+    from rich.markdown import Markdown
+
+    return Markdown(text)
 
 
 class BlockView(Static):
@@ -60,7 +67,7 @@ class BlockView(Static):
         if block.kind == "user":
             return Text(f"› {block.text}", style="bold")
         if block.kind == "text":
-            return Markdown(block.text)
+            return markdown(block.text)
         if block.kind == "reasoning":
             head = Text(("▾ " if self.expanded else "▸ ") + f"Thinking ({len(block.text.split())} words)", style="dim")
             return Group(head, Text(block.text, style="dim italic")) if self.expanded else head
@@ -68,7 +75,7 @@ class BlockView(Static):
             head = cards.headline(block, self.expanded)
             return Group(head, cards.body(block)) if self.expanded else head
         if block.kind == "message":
-            return Group(Text(f"✉ From {block.title}", style="bold"), Markdown(block.text))
+            return Group(Text(f"✉ From {block.title}", style="bold"), markdown(block.text))
         return Text(block.text, style="bold red" if block.title == "error" else "dim")
 
     def set_expanded(self, expanded: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,67 @@ async def test_a_long_session_resumes_showing_its_tail_and_loads_earlier_on_scro
             text = "\n".join(s.text for s in app.screen._compositor.render_strips())
             assert "› the first prompt" in text
         await controller.shutdown()
+
+
+async def test_the_screen_is_drawn_before_the_session_opens_and_keeps_what_was_typed(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    gate = asyncio.Event()
+    async with ScriptedHost([{"text": "hello back"}], profile="tui", cwd=tmp_path, dsh_home=isolated_home) as host:
+        controller = Controller(host)
+
+        async def opening() -> Controller:
+            await gate.wait()
+            controller.start()
+            await controller.open(None)
+            return controller
+
+        app = PydshTui(opening)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            text = "\n".join(s.text for s in app.screen._compositor.render_strips())
+            assert "starting…" in text
+            assert "Ask anything" in text
+            await pilot.press("h", "i")
+            await pilot.press("enter")
+            await pilot.pause()
+            assert controller.agent is None
+            gate.set()
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if "hello back" in "\n".join(s.text for s in app.screen._compositor.render_strips()):
+                    break
+            text = "\n".join(s.text for s in app.screen._compositor.render_strips())
+            assert "› hi" in text
+            assert "hello back" in text
+        await controller.shutdown()
+
+
+async def test_a_session_that_cannot_open_ends_the_screen() -> None:
+    async def opening() -> None:
+        return None
+
+    app = PydshTui(opening)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if not app.is_running:
+                break
+    assert app.return_code == 1
+
+
+async def test_ctrl_c_while_the_session_opens_quits_at_once() -> None:
+    never = asyncio.Event()
+
+    async def opening() -> None:
+        await never.wait()
+
+    app = PydshTui(opening)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+c")
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if not app.is_running:
+                break
+    assert app.return_code == 0
