@@ -197,11 +197,7 @@ class PydshTui(App[int]):
         self.transcript.scroll_end(animate=False)
         member = session_id != self.controller.live.session_id
         self.prompt.disabled = member
-        self.prompt.placeholder = (
-            "Viewing a member's session (read only) — Esc returns"
-            if member
-            else ASK
-        )
+        self.prompt.placeholder = "Viewing a member's session (read only) — Esc returns" if member else ASK
         self.running = self.controller.status(self.controller.live.session_id) == "running"
         self.refresh_chrome()
 
