@@ -57,7 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("pydsh.session.index")
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: the summary fold follows the kept inbox (an offline session's queued prompts); older rows are refolded."""
 TAIL_BYTES = 32
 """How many of the last folded bytes a row keeps, to tell an appended log from a rewritten one."""
 FLUSH_DELAY_S = 1.0

@@ -18,7 +18,16 @@ Fallback = Callable[[list[Event]], tuple[str, int] | None]
 """``session_title.fallback_for``: the fallback title of the first eligible prompt and its seq."""
 
 DATA_TYPES = frozenset(
-    {"assistant/message", "request/header", "model/selection", "permission/preset", "session/title", "user/message"}
+    {
+        "agent/inbox/spliced",
+        "assistant/message",
+        "request/header",
+        "model/selection",
+        "permission/preset",
+        "session/end-seed",
+        "session/title",
+        "user/message",
+    }
 )
 """Event types whose ``data`` the fold reads; every other event counts by its type and time alone."""
 USAGE_KEYS = ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens")
@@ -39,6 +48,9 @@ class SummaryFold:
     """The ``session/title`` fold (``TITLE``): the latest title, pinned by a user rename."""
     prompt: dict[str, Any] | None = None
     """``{title, seq, time}``: the fallback title of the first eligible prompt, kept while no title is logged."""
+    inbox: dict[str, list[bool]] = field(default_factory=lambda: {"next-turn": [], "next-step": []})
+    """The inbox the log keeps (``InboxState``), each waiting message as whether the user wrote it: an offline
+    session's kept prompts are counted in lists without reading its log."""
 
     def reads(self, etype: str) -> bool:
         """Whether :meth:`apply` needs the data of an event of this type (the index parses only those)."""
@@ -86,10 +98,29 @@ class SummaryFold:
             self.permission_preset = data["preset"]
         elif etype == "session/title" and _title_shaped(data):
             self.title = TITLE.fold(self.title, event)
+        elif etype in ("agent/inbox/spliced", "session/end-seed") and not event.get("ignorable"):
+            self._splice(etype, data)
         elif etype == "user/message" and fallback is not None:
             found = fallback([event])
             if found is not None:
                 self.prompt = {"title": found[0], "seq": found[1], "time": event.get("time")}
+
+    def _splice(self, etype: str, data: Mapping[str, Any]) -> None:
+        """Follow the kept inbox: a splice, or an inherited seed's end, which empties it (as ``InboxState``)."""
+        if etype == "session/end-seed":
+            if data.get("inherited"):
+                self.inbox = {"next-turn": [], "next-step": []}
+            return
+        items = self.inbox.get(str(data.get("target")))
+        start, removed, inserted = data.get("start"), data.get("removedCount", 0), data.get("inserted")
+        if items is None or type(start) is not int or type(removed) is not int or not isinstance(inserted, list):
+            return
+        if start >= 0 and removed >= 0 and start + removed <= len(items):
+            items[start : start + removed] = [_from_user(m) for m in inserted]
+
+    def queued(self) -> int:
+        """How many of the user's prompts the kept inbox holds."""
+        return sum(sum(items) for items in self.inbox.values())
 
     def stats(self) -> dict[str, int]:
         """``{turns, steps, tokens}`` (``SessionSummary.stats``)."""
@@ -132,6 +163,12 @@ def route(provider: Any, model: Any, effort: Any) -> dict[str, Any]:
     if effort:
         out["effort"] = effort
     return out
+
+
+def _from_user(message: Any) -> bool:
+    """Whether an inbox message is a prompt the user wrote (``source.kind`` ``user``)."""
+    source = message.get("source") if isinstance(message, Mapping) else None
+    return isinstance(source, Mapping) and source.get("kind") == "user"
 
 
 def _count(value: Any) -> int:

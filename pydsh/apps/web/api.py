@@ -37,6 +37,7 @@ from pydsh.apps.web.bodies import (
     check_prompt,
     read_body,
 )
+from pydsh.apps.web.digest import Digest
 from pydsh.apps.web.errors import ApiError, error_body, not_found
 from pydsh.apps.web.fanout import Frame
 from pydsh.apps.web.guard import Guard
@@ -46,6 +47,7 @@ from pydsh.apps.web.providers import ProviderBody
 from pydsh.apps.web.sse import EventStream, stream_frames
 from pydsh.apps.web.state import WebState
 from pydsh.apps.web.team import team_view
+from pydsh.apps.web.views import METER_KEYS
 from pydsh.subagents.keys import SUBAGENTS
 
 log = logging.getLogger("pydsh.web")
@@ -274,7 +276,7 @@ class Api:
 
     async def session(self, request: Request) -> Response:
         sid = request.path_params["id"]
-        session = await self.hub.views.read(sid)
+        session = await self.hub.views.glance(sid)
         summary = self.hub.views.summary(session)
         subagents = self.hub.ctx.get(SUBAGENTS)
         if summary.get("parentSessionId") and subagents is not None:
@@ -286,36 +288,37 @@ class Api:
             "header": session.header,
             "projections": projections,
             "pending": self.hub.waiting.pending(sid, session),
-            "lastSeq": session.seq,
+            "lastSeq": session.last_seq if isinstance(session, Digest) else session.seq,
         }
+        if isinstance(session, Digest):
+            body["deferred"] = list(METER_KEYS)
         return JSONResponse(body)
 
     async def events(self, request: Request) -> Response:
-        """A page of events that starts at a turn boundary: ``?before=&limit=`` or ``?tail=turns:N``."""
-        session = await self.hub.views.read(request.path_params["id"])
-        events = session.events
+        """A page of events that starts at a turn boundary: ``?before=&limit=`` or ``?tail=turns:N`` (of a stored
+        session not read yet, from its last lines alone)."""
+        sid = request.path_params["id"]
         params = request.query_params
         tail = params.get("tail")
+        turns = None
         if tail is not None:
             kind, _, count = tail.partition(":")
             turns = _number(count)
             if kind != "turns" or turns is None or turns < 0:
                 raise ApiError(422, "invalid_tail", 'tail must look like "turns:2".')
+            found = await self.hub.views.tail(sid, turns, TAIL_EVENTS)
+            if found is not None:
+                return _page(found[0], found[2], found[1] > 0)
+        session = await self.hub.views.read(sid)
+        events = session.events
+        if turns is not None:
             start = min(_nth_turn(events, turns), _boundary(events, len(events) - TAIL_EVENTS))
             end = len(events)
         else:
             end = _int(params.get("before"), len(events), 0, len(events))
             limit = _int(params.get("limit"), EVENTS_LIMIT, 1, 5000)
             start = _boundary(events, end - limit) if end > limit else 0
-        page = events[start:end]
-        return JSONResponse(
-            {
-                "events": page,
-                "firstSeq": page[0]["seq"] if page else None,
-                "lastSeq": session.seq,
-                "hasMore": start > 0,
-            }
-        )
+        return _page(events[start:end], session.seq, start > 0)
 
     async def stream(self, request: Request) -> Response:
         """The session stream (§4.3): hello, replay after ``after``/``Last-Event-ID``, then live frames."""
@@ -482,6 +485,13 @@ class Api:
         body = await read_body(request, ClientErrorBody)
         self.state.client_error(body.message, body.stack)
         return Response(status_code=204)
+
+
+def _page(events: list[Any], last_seq: int, more: bool) -> Response:
+    """A page of ``GET /api/sessions/{id}/events``."""
+    return JSONResponse(
+        {"events": events, "firstSeq": events[0]["seq"] if events else None, "lastSeq": last_seq, "hasMore": more}
+    )
 
 
 def _sign_in_page(reason: str) -> Response:

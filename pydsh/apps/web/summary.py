@@ -25,6 +25,10 @@ class SessionFold(SummaryFold):
 
     todos: list[dict[str, Any]] = field(default_factory=list)
 
+    def reads(self, etype: str) -> bool:
+        """The summary's data-bearing types and ``todo/write``."""
+        return etype == "todo/write" or super().reads(etype)
+
     def apply(self, event: Event, fallback: Fallback | None = None) -> None:
         """Advance the summary, and keep the latest to-do list."""
         super().apply(event, fallback)

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.keys import AGENT_DEFAULT_MODEL, AGENT_PRESETS
+from pydsh.apps.web.digest import Digest, digest, tail
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.summary import SessionFold, fold_events, workspace_id
 from pydsh.compaction.keys import COMPACTION
@@ -25,6 +26,8 @@ from pydsh.session.summary import SummaryFold
 from pydsh.session.title import TITLE
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pydsh.apps.web.hub import WebHub
     from pydsh.session.events import Event
     from pydsh.session.index import IndexEntry, SessionIndex
@@ -68,10 +71,10 @@ class SessionViews:
                 raise not_found(f'Session "{session_id}"') from None
             except SessionError as exc:
                 raise ApiError(409, "session_unreadable", f"Session {session_id} cannot be read: {exc}") from None
-            cached = self._reads.get(session_id)
-            if cached is not None and cached[0] == revision:
+            cached = self._cached(session_id, revision)
+            if cached is not None:
                 self._reads.move_to_end(session_id)
-                return cached[1]
+                return cached
         key = (session_id, revision)
         pending = self._reading.get(key)
         if pending is not None:
@@ -98,6 +101,42 @@ class SessionViews:
                     self.folds.pop(dropped, None)  # a stored session's fold goes with its read
         return session
 
+    def _cached(self, session_id: str, revision: int) -> Session | None:
+        """The full read of a stored session kept for this revision of its log, if any."""
+        cached = self._reads.get(session_id)
+        return cached[1] if cached is not None and cached[0] == revision else None
+
+    async def _unread(self, session_id: str) -> Path | None:
+        """The log file of a stored session that has no full read kept for its current revision (``None``
+        when it is live, read already, or not stored as a file)."""
+        persistence = self.ctx.get(SESSION_PERSISTENCE)
+        log_file = getattr(persistence, "log_file", None)
+        if self.hub.store.get(session_id) is not None or persistence is None or log_file is None:
+            return None
+        try:
+            revision = (await persistence.stat(session_id))["revision"]
+        except SessionError:
+            return None  # the full read says what is wrong
+        if self._cached(session_id, revision) is not None or (session_id, revision) in self._reading:
+            return None
+        path: Path | None = await asyncio.to_thread(log_file, session_id)
+        return path
+
+    async def glance(self, session_id: str) -> Session | Digest:
+        """The live session or a kept read, else a digest of the stored log, which parses only what the
+        session view shows (its first open needs no full read); else the full read."""
+        path = await self._unread(session_id)
+        titles = self.ctx.get(SESSION_TITLE)
+        fallback = titles.fallback_for if titles is not None else None
+        found = await asyncio.to_thread(digest, path, session_id, fallback) if path is not None else None
+        return found if found is not None else await self.read(session_id)
+
+    async def tail(self, session_id: str, turns: int, least: int) -> tuple[list[Event], int, int] | None:
+        """``(events, index of the first, last seq)`` of the last turns of a stored session not read yet, from
+        its last lines alone; ``None``: take them from :meth:`read`."""
+        path = await self._unread(session_id)
+        return await asyncio.to_thread(tail, path, turns, least) if path is not None else None
+
     async def _read_stored(self, session_id: str) -> Session:
         try:
             session: Session = await self.ctx.require(SESSION_QUERY).read(session_id)
@@ -123,7 +162,9 @@ class SessionViews:
 
     # -- summaries --------------------------------------------------------------------------------
 
-    def fold(self, session: Session) -> SessionFold:
+    def fold(self, session: Session | Digest) -> SessionFold:
+        if isinstance(session, Digest):
+            return session.fold
         fold = self.folds.get(session.id)
         if fold is None or fold.last_seq != session.seq:
             fold = fold_events(session.events)
@@ -140,15 +181,17 @@ class SessionViews:
         else:
             self.folds[session.id] = fold_events(session.events)
 
-    def title_of(self, session: Session) -> str:
+    def title_of(self, session: Session | Digest) -> str:
+        if isinstance(session, Digest):
+            return session.fold.title_text() or UNTITLED
         state = session.fold(TITLE)
         if state is not None:
             return str(state["title"])
         titles = self.ctx.get(SESSION_TITLE)
         return (titles.title_of(session) if titles is not None else None) or UNTITLED
 
-    def summary(self, session: Session, fold: SessionFold | None = None) -> dict[str, Any]:
-        """``SessionSummary`` of a live or stored session."""
+    def summary(self, session: Session | Digest, fold: SessionFold | None = None) -> dict[str, Any]:
+        """``SessionSummary`` of a live or stored session (or a stored one's digest)."""
         return self._summary(session.id, session.header, self.title_of(session), fold or self.fold(session), session)
 
     def stored_summary(self, entry: IndexEntry) -> dict[str, Any]:
@@ -159,11 +202,17 @@ class SessionViews:
         return summary
 
     def _summary(
-        self, sid: str, header: dict[str, Any], title: str, fold: SummaryFold, session: Session | None = None
+        self,
+        sid: str,
+        header: dict[str, Any],
+        title: str,
+        fold: SummaryFold,
+        session: Session | Digest | None = None,
     ) -> dict[str, Any]:
         """``SessionSummary`` from a header, a title and a summary fold, with this process's live state (and the
         prompts an offline session's log keeps queued, when its log is at hand)."""
         pending = self.hub.waiting.pending(sid, session)
+        offline = session is None and self.status_of(sid) == "offline"
         cwd = str(header.get("cwd") or "")
         out: dict[str, Any] = {
             "sessionId": sid,
@@ -174,7 +223,7 @@ class SessionViews:
             "updatedAt": fold.updated_at or header.get("createdAt"),
             "status": self.status_of(sid),
             "waiting": {"approvals": len(pending["approvals"]), "questions": len(pending["questions"])},
-            "queued": len(pending["queued"]),
+            "queued": fold.queued() if offline else len(pending["queued"]),
         }
         if header.get("agentPreset"):
             out["agentPreset"] = header["agentPreset"]
@@ -271,12 +320,18 @@ class SessionViews:
 
     # -- the session view -----------------------------------------------------------------------
 
-    def projections(self, session: Session) -> dict[str, Any]:
-        """The projection values of ``GET /api/sessions/{id}``."""
+    def projections(self, session: Session | Digest) -> dict[str, Any]:
+        """The projection values of ``GET /api/sessions/{id}``; a digest has no meter values (they fold every
+        event), which :data:`METER_KEYS` names as deferred."""
         fold = self.fold(session)
         registry = self.ctx.get(SESSION_PROJECTIONS)
-        meter = registry.snapshot(session, METER_KEYS)["values"] if registry is not None else {}
-        source = (session.fold(TITLE) or {}).get("source", {"kind": "fallback"})
+        meter: dict[str, Any] = {}
+        if isinstance(session, Digest):
+            title = fold.title
+        else:
+            title = session.fold(TITLE)
+            meter = registry.snapshot(session, METER_KEYS)["values"] if registry is not None else {}
+        source = (title or {}).get("source", {"kind": "fallback"})
         return {
             "title": {"title": self.title_of(session), "source": source},
             "todos": fold.todos,
@@ -288,7 +343,7 @@ class SessionViews:
             "permissionPreset": self.permission_of(session.id, fold),
         }
 
-    async def compaction_budget(self, session: Session) -> dict[str, int] | None:
+    async def compaction_budget(self, session: Session | Digest) -> dict[str, int] | None:
         """``{thresholdTokens, contextWindow}`` of the session's compaction trigger (F39's warning), if any."""
         agent = self.hub.agents.get(session.id)
         roster = self.ctx.get(AGENT_PRESETS)

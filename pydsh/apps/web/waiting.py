@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.inbox import INBOX
+from pydsh.apps.web.digest import Digest
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.host.asks import call_arguments as _call_arguments
 from pydsh.host.asks import open_ask as _open_ask
@@ -169,30 +170,33 @@ class Waiting:
 
     # -- the Pending value ----------------------------------------------------------------------
 
-    def pending(self, session_id: str, stored: Session | None = None) -> dict[str, Any]:
-        """The ``Pending`` value of a session (§4.1); ``stored`` is its log when it may be offline."""
+    def pending(self, session_id: str, stored: Session | Digest | None = None) -> dict[str, Any]:
+        """The ``Pending`` value of a session (§4.1); ``stored`` is its log (or its digest) when it may be offline."""
         return {
             "approvals": [p.view() for p in self.approvals.values() if p.session_id == session_id],
             "questions": [q.view() for q in self.questions.values() if q.session_id == session_id],
             "queued": self._queued(session_id, stored),
         }
 
-    def _queued(self, session_id: str, stored: Session | None) -> list[dict[str, Any]]:
+    def _queued(self, session_id: str, stored: Session | Digest | None) -> list[dict[str, Any]]:
         """The user's prompts still in the inbox, with when each was queued: the live agent's inbox, else the
         one an offline session's log keeps (they run when the session is next opened, so they must show)."""
         agent = self.hub.agents.get(session_id)
         inbox = getattr(agent, "inbox", None)
         if inbox is not None and agent is not None:
-            session = agent.session
+            events = agent.session.events
             lists = (("queue", inbox.next_turn), ("steer", inbox.next_step))
+        elif isinstance(stored, Digest):
+            events = stored.splices
+            lists = (("queue", stored.inbox["next-turn"]), ("steer", stored.inbox["next-step"]))
         elif stored is not None:
-            session = stored
+            events = stored.events
             kept = stored.fold(INBOX)
             lists = (("queue", kept["next-turn"]), ("steer", kept["next-step"]))
         else:
             return []
         waiting = [(mode, m) for mode, messages in lists for m in messages if m.get("source", {}).get("kind") == "user"]
-        times = _insert_times(session.events, {m["id"] for _mode, m in waiting})
+        times = _insert_times(events, {m["id"] for _mode, m in waiting})
         return [
             {
                 "messageId": message["id"],

@@ -805,6 +805,11 @@ class JsonlPersistence:
             raise SessionPersistenceNotFoundError(f'session "{session_id}" not found')
         return directory
 
+    def log_file(self, session_id: str) -> Path | None:
+        """The file of ``session_id``'s stored log, ``None`` when none is stored (blocking)."""
+        directory = self.find(session_id)
+        return self._log_path(directory) if directory is not None else None
+
     async def exists(self, session_id: str) -> bool:
         """Whether a log of ``session_id`` is stored (the directory scan runs in a worker thread)."""
         return await asyncio.to_thread(self.find, session_id) is not None

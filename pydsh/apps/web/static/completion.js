@@ -29,6 +29,8 @@ export class Completion {
    * @param {HTMLTextAreaElement} input
    * @param {{commands: () => Array<{name: string, description: string, args?: () => string[]}>,
    *   sessions: (query: string) => Array<{sessionId: string, title: string}>,
+   *   findSessions: (query: string) => Promise<Array<{sessionId: string, title: string}>>,
+   *   merge: (shown: Array<{sessionId: string}>, found: Array<{sessionId: string}>) => Array<{sessionId: string, title: string}>,
    *   files: (query: string) => Promise<string[]>, attach: (session: {sessionId: string, title: string}) => void}} sources
    */
   constructor(input, sources) {
@@ -76,20 +78,17 @@ export class Completion {
     return args.filter((a) => a.toLowerCase().includes(context.query.toLowerCase())).map((a) => ({ kind: "argument", label: a, detail: `/${command.name} ${a}`, value: a }));
   }
 
-  /** Sessions at once, then the workspace's files when the server answers (a newer keystroke wins). */
+  /** The sidebar's sessions at once, then every session the server finds by title and the workspace's files
+   * when it answers (a newer keystroke wins). */
   mention(context) {
-    const sessions = this.sources.sessions(context.query).map((s) => ({ kind: "session", label: s.title || "New session", detail: "Share a read-only snapshot with the agent", value: s }));
-    this.show(sessions, true);
+    const shown = this.sources.sessions(context.query);
+    this.show(shown.map(sessionItem), true);
     const request = ++this.request;
     window.clearTimeout(this.fileTimer);
     this.fileTimer = window.setTimeout(async () => {
-      let files = [];
-      try {
-        files = await this.sources.files(context.query);
-      } catch {
-        files = [];
-      }
+      const [found, files] = await Promise.all([this.sources.findSessions(context.query).catch(() => []), this.sources.files(context.query).catch(() => [])]);
       if (request !== this.request || this.context !== context) return;
+      const sessions = this.sources.merge(shown, found).map(sessionItem);
       this.show([...sessions, ...files.map((f) => ({ kind: "file", label: f, detail: "Insert its workspace path", value: f }))]);
     }, FILE_DELAY_MS);
   }
@@ -197,4 +196,9 @@ export class Completion {
     this.active = -1;
     this.input.removeAttribute("aria-activedescendant");
   }
+}
+
+/** A session suggestion. */
+function sessionItem(session) {
+  return { kind: "session", label: session.title || "New session", detail: "Share a read-only snapshot with the agent", value: session };
 }

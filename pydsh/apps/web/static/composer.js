@@ -5,7 +5,7 @@ import { ApiError, api } from "./api.js";
 import { Completion } from "./completion.js";
 import { h, icon, replace } from "./dom.js";
 import { app } from "./store.js";
-import { commandList, filesMatching, pageCommand, sessionsMatching } from "./suggestions.js";
+import { commandList, filesMatching, mergedSessions, pageCommand, sessionsFound, sessionsMatching } from "./suggestions.js";
 
 export const PRESETS = ["read-only", "workspace-write", "danger-full-access"];
 
@@ -252,10 +252,17 @@ export class Composer {
   buildCompletion() {
     return new Completion(/** @type {HTMLTextAreaElement} */ (this.text), {
       commands: () => commandList(Boolean(this.store), PRESETS),
-      sessions: (query) => sessionsMatching(query, new Set([this.store?.id, ...this.references.keys()])),
+      sessions: (query) => sessionsMatching(query, this.unreferenced()),
+      findSessions: (query) => sessionsFound(query, this.unreferenced()),
+      merge: mergedSessions,
       files: (query) => filesMatching(this.store ? this.store.summary?.workspaceId : app.draftWorkspace, query),
       attach: (session) => this.setReferences(new Map([...this.references, [session.sessionId, session.title || "New session"]])),
     });
+  }
+
+  /** Sessions the `@` popup leaves out: the open one and those already referenced. */
+  unreferenced() {
+    return new Set([this.store?.id, ...this.references.keys()]);
   }
 
   /** Show the referenced sessions as chips with × above the text. */

@@ -213,6 +213,8 @@ export class Sidebar {
     const badges = [];
     if (s.waiting?.approvals) badges.push(h("span", { class: "badge badge-approval" }, icon("shield"), "Approval"));
     if (s.waiting?.questions) badges.push(h("span", { class: "badge badge-answer" }, icon("question"), "Answer"));
+    // Prompts waiting their turn, also those an offline session's log keeps (they run when it is next opened).
+    if (s.queued) badges.push(h("span", { class: "badge badge-queued" }, icon("list"), `${s.queued} queued`));
     const button = h(
       "button",
       { type: "button", class: `session-row${current ? " current" : ""}`, "aria-current": current ? "page" : null, dataset: { sessionId: s.sessionId, focusKey: `s-${s.sessionId}` } },

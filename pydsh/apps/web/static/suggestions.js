@@ -52,6 +52,28 @@ export function sessionsMatching(query, exclude) {
 }
 
 /**
+ * Other root sessions whose title contains `query`, searched by the server among all stored and live sessions
+ * (the sidebar holds only its first pages), newest first, leaving out `exclude`.
+ * @param {string} query
+ * @param {Set<string>} exclude
+ * @returns {Promise<Array<{sessionId: string, title: string, updatedAt?: number, parentSessionId?: string}>>}
+ */
+export async function sessionsFound(query, exclude) {
+  const page = await api.sessions({ q: query, limit: SESSIONS_SHOWN + exclude.size });
+  return (page.sessions || []).filter((s) => !exclude.has(s.sessionId)).slice(0, SESSIONS_SHOWN);
+}
+
+/**
+ * The sessions shown first (the sidebar's) with those the server found, once each, newest first.
+ * @param {Array<{sessionId: string, updatedAt?: number}>} shown
+ * @param {Array<{sessionId: string, updatedAt?: number}>} found
+ */
+export function mergedSessions(shown, found) {
+  const byId = new Map([...found, ...shown].map((s) => [s.sessionId, s]));
+  return [...byId.values()].sort((a, b) => (b.updatedAt || 0) - (a.updatedAt || 0)).slice(0, SESSIONS_SHOWN);
+}
+
+/**
  * Workspace-relative paths of files whose path contains `query` (none without a workspace).
  * @param {string | undefined} workspaceId
  * @param {string} query

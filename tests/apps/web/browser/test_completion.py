@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydsh.apps.web.api import PAGE_SIZE as SIDEBAR_FIRST_PAGE
+from pydsh.apps.web.views import WORKSPACE_FIRST
 from tests.apps.web.browser.harness import screenshot, wait_for
 from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
@@ -131,3 +133,21 @@ def test_slash_offers_the_session_commands_and_runs_them(web, browse):
     with page.expect_download() as info:
         box.press("Enter")
     assert info.value.suggested_filename == f"{sid}.session.v4.jsonl"
+
+
+def test_at_finds_sessions_the_sidebar_has_not_loaded(web, browse):
+    server = web([[{"text": "Noted."}]])
+    with server.client() as client:
+        body = {"cwd": str(server.workspace), "prompt": {"text": "Needle in the haystack"}}
+        needle = client.post("/api/sessions", json=body).json()["session"]["sessionId"]
+        wait_for(lambda: server.events(needle, "turn/end"), message="the needle's answer")
+        for _ in range(SIDEBAR_FIRST_PAGE + WORKSPACE_FIRST):
+            assert client.post("/api/sessions", json={"cwd": str(server.workspace)}).status_code == 201
+    page = browse(server).page
+    page.locator(".workspace").first.wait_for()
+    assert page.locator(f".session-row[data-session-id='{needle}']").count() == 0
+    box = page.locator("#composer-input")
+    box.press_sequentially("@Needle")
+    wait_for(lambda: ("Session", "Needle in the haystack") in options(page), message="the server's session suggestion")
+    page.locator("#composer-completion [data-kind=session]").click()
+    assert page.locator(".reference-chip .reference-title").inner_text() == "Needle in the haystack"

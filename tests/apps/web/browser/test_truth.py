@@ -247,7 +247,7 @@ def test_breadcrumb_ancestors_open_their_sessions(web, browse):
     wait_for(lambda: crumb.locator("li").all_inner_texts() == ["lead", "reviewer"], message="back to reviewer")
 
 
-def test_an_offline_sessions_kept_queued_prompt_is_shown(web, browse):
+def test_an_offline_sessions_kept_queued_prompt_is_shown_and_counted_in_the_sidebar(web, browse):
     first = web([[{"hang": True}]])
     page = browse(first).page
     send(page, "first")
@@ -260,7 +260,9 @@ def test_an_offline_sessions_kept_queued_prompt_is_shown(web, browse):
     second = WebServer(first.root, [])
     try:
         again = browse(second).page
-        again.locator(f".session-row[data-session-id='{sid}']").click()
+        row = again.locator(f".session-row[data-session-id='{sid}']")
+        assert row.locator(".badge-queued").inner_text() == "1 queued"
+        row.click()
         chip = again.locator(".queue-chip")
         chip.wait_for()
         assert chip.locator(".queue-text").inner_text() == "kept for later"
