@@ -76,7 +76,7 @@ def backend_for(options: Options) -> Backend:
     if options.ray is None:
         from pydsh.batch.local import LocalBackend
 
-        return LocalBackend()
+        return LocalBackend(options.out)
     try:
         from pydsh.batch.ray_backend import RayBackend
     except ImportError:

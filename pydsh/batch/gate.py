@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -25,7 +25,7 @@ from pydsh.kernel.config import BaseModel, ConfigDict
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import Next
 from pydsh.llm.hooks import LLM_STREAM
-from pydsh.llm.types import StreamChunk
+from pydsh.llm.types import LlmError, StreamChunk
 
 DEFAULT_PAUSE_S = 1.0
 """How long a 429 without Retry-After pauses its route."""
@@ -91,20 +91,23 @@ class RouteGate:
                 await asyncio.sleep(delay)
 
     async def _watch(self, route: str, source: AsyncIterator[StreamChunk]) -> AsyncIterator[StreamChunk]:
+        """Pass the stream on; a rate-limit failure, raised or in the finish chunk, closes the route."""
         try:
             async for chunk in source:
-                if chunk.get("type") == "finish":
-                    await self._note(route, chunk)
+                reason: Any = chunk.get("reason") if chunk.get("type") == "finish" else None
+                if reason and reason.get("kind") == "error":
+                    await self._note(route, reason.get("failure") or {})
                 yield chunk
+        except LlmError as exc:
+            await self._note(route, exc.failure())
+            raise
         finally:
             closer = getattr(source, "aclose", None)
             if closer is not None:
                 await closer()
 
-    async def _note(self, route: str, chunk: StreamChunk) -> None:
-        reason: Any = chunk.get("reason") or {}
-        failure = reason.get("failure") or {}
-        if reason.get("kind") != "error" or failure.get("code") != "RATE_LIMIT":
+    async def _note(self, route: str, failure: Mapping[str, Any]) -> None:
+        if failure.get("code") != "RATE_LIMIT":
             return
         after = failure.get("providerRetryAfterMs")
         pause = after / 1000 if isinstance(after, (int, float)) and after > 0 else DEFAULT_PAUSE_S

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ HOME_CARRIED = ("patch.yml", "cordis.patch.yml", "credentials.json", "AGENTS.md"
 """What a task's ``DSH_HOME`` shard copies from the user's home (with the profile's own directory), so
 the tasks run with the user's patches, keys and instructions."""
 Report = Callable[[dict[str, Any]], None]
+LOCK_WAIT_S = 60.0
+LOCK_POLL_S = 0.25
 
 
 @dataclass
@@ -166,11 +168,22 @@ async def run_agent(task: Task, job: Job, paths: Paths, report: Report) -> dict[
 
 
 async def open_session(host: Host, task: Task, paths: Paths) -> Agent:
-    """The task's session: resumed when its log exists, else created in the task's workspace."""
-    if paths.session_log(task.id) is not None:
-        return await host.resume(task.id)
-    spec = AgentSpec(cwd=str(paths.workspace), provider=task.provider, model=task.model, preset=task.preset)
-    return await host.create(spec, task.id)
+    """The task's session: resumed when its log exists, else created in the task's workspace.
+
+    A log another process still holds (a worker of a batch killed a moment ago, closing it) is waited
+    for, up to ``LOCK_WAIT_S``.
+    """
+    if paths.session_log(task.id) is None:
+        spec = AgentSpec(cwd=str(paths.workspace), provider=task.provider, model=task.model, preset=task.preset)
+        return await host.create(spec, task.id)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            return await host.resume(task.id)
+        except HostError as exc:
+            if exc.code != "owned_elsewhere" or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(LOCK_POLL_S)
 
 
 def prompt_id(task: Task) -> str:
@@ -314,47 +327,89 @@ async def check(task: Task, paths: Paths, confinement: Confinement, timeout: flo
 
 
 def main() -> int:
-    """Read one job from stdin, run it, write progress and the result as JSON lines to the original stdout.
+    """Serve jobs from stdin, one at a time, until stdin closes: progress and each result go out as JSON
+    lines on the original stdout, the task's own output to its ``worker.log``.
 
-    Stray output of anything else goes to stderr. SIGTERM, SIGINT or the batch going away (stdin
-    closing) stop the task cleanly: the turn is interrupted, the log written, no result printed, and
-    the exit code is 3 — the batch runs the task again (resumed) next time.
+    SIGTERM, SIGINT, or stdin closing while a task runs (the batch gone, even killed) stop the task
+    cleanly — the turn interrupted, the log written, no result — and end the worker with exit code 3;
+    the batch runs that task again, resumed, next time.
     """
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pydsh: %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pydsh.batch").setLevel(logging.INFO)
-    job = Job.of(json.loads(sys.stdin.buffer.readline()))
 
     def emit(message: dict[str, Any]) -> None:
         out.write(json.dumps(message, ensure_ascii=False) + "\n")
         out.flush()
 
-    result = asyncio.run(_serve(job, emit))
-    if result is None:
-        return 3
-    emit({"result": result})
-    return 0
+    return asyncio.run(serve(emit))
 
 
-async def _serve(job: Job, emit: Report) -> dict[str, Any] | None:
-    """``run_task`` until it ends or the worker is told to stop (``None`` then)."""
+async def serve(emit: Report) -> int:
+    """Run each job stdin brings; 0 once stdin closes between jobs, 3 when told to stop during one."""
     loop = asyncio.get_running_loop()
-    work = asyncio.ensure_future(run_task(job, emit))
+    lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+    stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, work.cancel)
+        loop.add_signal_handler(signum, stop.set)
+    threading.Thread(target=read_lines, args=(loop, lines), name="batch-jobs", daemon=True).start()
+    while True:
+        line = await first(lines.get(), stop.wait())
+        if not isinstance(line, bytes):
+            return 0
+        job = Job.of(json.loads(line))
+        with task_log(Path(job.root)):
+            work = asyncio.ensure_future(run_task(job, emit))
+            await first(work, lines.get(), stop.wait(), keep=work)
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                return STOPPED
+        emit({"result": work.result()})
 
-    def watch_stdin() -> None:
-        while os.read(0, 4096):
-            pass
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(work.cancel)
 
-    threading.Thread(target=watch_stdin, name="batch-parent-watch", daemon=True).start()
-    try:
-        return await work
-    except asyncio.CancelledError:
-        return None
+STOPPED = 3
+
+
+async def first(*waits: Any, keep: Any = None) -> Any:
+    """The result of whichever of ``waits`` finishes first; the others are cancelled (but ``keep``)."""
+    futures = [asyncio.ensure_future(w) for w in waits]
+    done, pending = await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    for future in pending:
+        if future is not keep:
+            future.cancel()
+    winner = next(f for f in futures if f in done)
+    return winner.result() if not winner.cancelled() else None
+
+
+def read_lines(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes | None]) -> None:
+    """Feed stdin's lines to ``lines`` (``None`` at its end); raw reads, so no lock outlives the process."""
+    pending = b""
+    while chunk := os.read(0, 65536):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(lines.put_nowait, None)
+
+
+@contextlib.contextmanager
+def task_log(root: Path) -> Iterator[None]:
+    """Send the process's stderr (logs, warnings) to the task's ``worker.log`` while it runs."""
+    root.mkdir(parents=True, exist_ok=True)
+    saved = os.dup(2)
+    sys.stderr.flush()
+    with (root / "worker.log").open("ab") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 if __name__ == "__main__":
