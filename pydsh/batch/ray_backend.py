@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import tempfile
 import uuid
@@ -74,6 +75,7 @@ def run_on_node(data: dict[str, Any], token: str) -> dict[str, Any]:
     record = asyncio.run(run_task(job))
     if not shared:
         record["files"] = gathered(Paths(job.root))
+        shutil.rmtree(job.root, ignore_errors=True)
     return record
 
 

@@ -85,3 +85,49 @@ def task(task_id: str, **extra: Any) -> dict[str, Any]:
 
 def results(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def fifty_tasks(directory: Path, scripts: Scripts) -> Path:
+    """The issue's batch: 50 scripted tasks (every fifth fails its check, t07 runs out of time, t13 is
+    refused with 429 twice, t10 copies a workspace, t11 runs a setup command) and three bad ones (a
+    malformed line, a missing workspace, a failing setup command)."""
+    source = directory / "project"
+    source.mkdir()
+    (source / "README").write_text("the project\n")
+    ids = [f"t{i:02d}" for i in range(50)]
+    scripts.plans = {i: FAIL if n % 5 == 4 else PASS for n, i in enumerate(ids)}
+    scripts.plans["t07"] = STALL
+    scripts.rate_limited["t13"] = 2
+    tasks = [task(i) for i in ids]
+    tasks[7]["timeout"] = 1
+    tasks[10] |= {"workspace": "project", "check": "test -f done.txt && test -f README"}
+    tasks[11] |= {"setup": "echo ready > setup.txt", "check": "test -f done.txt && test -f setup.txt"}
+    lines = "".join(json.dumps(t) + "\n" for t in tasks)
+    lines += "{not json\n"
+    lines += '{"id": "gone", "prompt": "[task gone] x", "workspace": "no-such-dir"}\n'
+    lines += '{"id": "badsetup", "prompt": "[task badsetup] x", "setup": "echo broken >&2; exit 4"}\n'
+    path = directory / "tasks.jsonl"
+    path.write_text(lines)
+    return path
+
+
+def check_fifty(records: list[dict[str, Any]], scripts: Scripts) -> None:
+    """The results of :func:`fifty_tasks`: complete, one line each, every outcome as scripted."""
+    by_id = {r["id"]: r for r in records}
+    assert len(records) == len(by_id) == 53
+    ids = [f"t{i:02d}" for i in range(50)]
+    failing = {i for n, i in enumerate(ids) if n % 5 == 4}
+    assert {i for i, r in by_id.items() if r["passed"]} == set(ids) - failing - {"t07"}
+    assert {by_id[i]["check"] for i in failing} == {"failed"}
+    assert all(by_id[i]["status"] == "completed" for i in ids if i != "t07")
+    t07 = by_id["t07"]
+    assert (t07["status"], t07["finishReason"], t07["check"]) == ("timeout", "aborted", "failed")
+    assert [b for _, t, _, b in scripts.calls if t == "t13"][:2] == ["rate_limit", "rate_limit"]
+    assert by_id["t13"]["passed"] and by_id["t13"]["tokens"]["totalTokens"] > 0
+    assert by_id["t10"]["passed"] and by_id["t11"]["passed"]
+    assert by_id["line-51"]["status"] == "invalid" and "tasks.jsonl:51: not valid JSON" in by_id["line-51"]["error"]
+    assert by_id["gone"]["status"] == "error" and by_id["gone"]["error"].endswith("no-such-dir does not exist")
+    assert by_id["badsetup"]["error"] == "setup command 'echo broken >&2; exit 4' failed (exit 4): broken"
+    assert all("\n" not in r.get("error", "") for r in records)
+    first = by_id["t00"]
+    assert first["finalAnswer"] == "Wrote done.txt." and first["route"] == "deepseek-official/deepseek-v4-flash"

@@ -16,7 +16,7 @@ import zstandard
 
 from pydsh.batch.worker import CONTINUE
 from pydsh.testing.mock_model_server import MockModelServer
-from tests.batch.scripts import FAIL, PASS, STALL, Scripts, results, task, write_tasks
+from tests.batch.scripts import PASS, Scripts, check_fifty, fifty_tasks, results, task, write_tasks
 
 
 @pytest.fixture
@@ -53,46 +53,14 @@ async def test_fifty_tasks_mixed_outcomes_complete_on_the_local_pool(
     tmp_path: Path, mock: tuple[MockModelServer, Scripts]
 ) -> None:
     server, scripts = mock
-    source = tmp_path / "project"
-    source.mkdir()
-    (source / "README").write_text("the project\n")
-    ids = [f"t{i:02d}" for i in range(50)]
-    failing = {i for n, i in enumerate(ids) if n % 5 == 4}
-    scripts.plans = {i: FAIL if i in failing else PASS for i in ids}
-    scripts.plans["t07"] = STALL
-    scripts.rate_limited["t13"] = 2
-    tasks = [task(i) for i in ids]
-    tasks[7]["timeout"] = 1
-    tasks[10] |= {"workspace": "project", "check": "test -f done.txt && test -f README"}
-    tasks[11] |= {"setup": "echo ready > setup.txt", "check": "test -f done.txt && test -f setup.txt"}
-    lines = write_tasks(tmp_path / "tasks.jsonl", tasks).read_text()
-    lines += "{not json\n"
-    lines += '{"id": "gone", "prompt": "[task gone] x", "workspace": "no-such-dir"}\n'
-    lines += '{"id": "badsetup", "prompt": "[task badsetup] x", "setup": "echo broken >&2; exit 4"}\n'
-    (tmp_path / "tasks.jsonl").write_text(lines)
+    tasks = fifty_tasks(tmp_path, scripts)
 
-    code, out, err = await finish(await batch(server, str(tmp_path / "tasks.jsonl"), "--workers", "2"))
+    code, out, err = await finish(await batch(server, str(tasks), "--workers", "2"))
 
     assert code == 1, err
     records = results(tmp_path / "tasks.batch" / "results.jsonl")
-    by_id = {r["id"]: r for r in records}
-    assert len(records) == len(by_id) == 53
-    passed = {i for i in ids if i not in failing and i != "t07"}
-    assert {i for i, r in by_id.items() if r["passed"]} == passed
-    assert {by_id[i]["check"] for i in failing} == {"failed"}
-    assert all(by_id[i]["status"] == "completed" for i in ids if i != "t07")
-    assert (by_id["t07"]["status"], by_id["t07"]["finishReason"], by_id["t07"]["check"]) == ("timeout", "aborted", "failed")
-    assert [b for _, t, _, b in scripts.calls if t == "t13"][:2] == ["rate_limit", "rate_limit"]
-    assert by_id["t13"]["passed"] and by_id["t13"]["tokens"]["totalTokens"] > 0
-    assert by_id["t10"]["passed"] and by_id["t11"]["passed"]
-    assert by_id["line-51"]["status"] == "invalid" and "tasks.jsonl:51: not valid JSON" in by_id["line-51"]["error"]
-    assert by_id["gone"]["status"] == "error" and by_id["gone"]["error"].endswith("no-such-dir does not exist")
-    assert by_id["badsetup"]["error"] == "setup command 'echo broken >&2; exit 4' failed (exit 4): broken"
-    for record in records:
-        assert "\n" not in record.get("error", ""), record
-    first = by_id["t00"]
-    assert first["finalAnswer"] == "Wrote done.txt." and first["route"] == "deepseek-official/deepseek-v4-flash"
-    assert "[task t00]" in session_text(first["log"])
+    check_fifty(records, scripts)
+    assert "[task t00]" in session_text(next(r["log"] for r in records if r["id"] == "t00"))
     assert "Traceback" not in err
     assert re.search(r"^total\s+53\s+39\s", out, re.MULTILINE), out
 
