@@ -36,7 +36,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = Parser(prog="pydsh batch", usage=USAGE, description="Run many agent tasks and collect their results.")
     parser.add_argument("tasks", help="a JSONL file (one task a line) or a directory of task files")
     parser.add_argument("--out", help="output directory (default: beside TASKS, named <TASKS>.batch)")
-    parser.add_argument("--workers", type=int, help="tasks run at once (default: one per CPU of the machine or cluster)")
+    parser.add_argument(
+        "--workers", type=int, help="tasks run at once (default: one per CPU of the machine or cluster)"
+    )
     parser.add_argument("--ray", metavar="auto|ADDRESS", help="run the tasks on a Ray cluster")
     parser.add_argument("--profile", default="embed", help="the profile every task composes (default embed)")
     parser.add_argument("--patch", action="append", default=[], help="a patch layer for every task (repeatable)")
@@ -106,7 +108,10 @@ async def _run(tasks: Path, options: Options) -> int:
     def interrupt() -> None:
         presses.append(1)
         if len(presses) == 1:
-            print("pydsh batch: stopping: running tasks are interrupted and resume next time (Ctrl-C again to kill them)", file=sys.stderr)
+            print(
+                "pydsh batch: stopping: running tasks are interrupted and resume next time (Ctrl-C again to kill them)",
+                file=sys.stderr,
+            )
             batch.stop()
         else:
             batch.kill()

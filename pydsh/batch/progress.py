@@ -92,7 +92,9 @@ class RichDisplay:
         for column in ("task", "state", "step", "tokens"):
             table.add_column(column)
         for task_id, state in list(self.states.items())[:SHOWN_RUNNING]:
-            table.add_row(task_id, str(state.get("state", "")), str(state.get("step", "")), str(state.get("tokens", "")))
+            table.add_row(
+                task_id, str(state.get("state", "")), str(state.get("step", "")), str(state.get("tokens", ""))
+            )
         more = len(self.states) - SHOWN_RUNNING
         footer = f"… {more} more running" if more > 0 else ""
         return Group(self.bar, table, footer)

@@ -10,6 +10,7 @@ node's own and its session log comes back with its result. The shared route gate
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -26,8 +27,8 @@ from pydsh.batch.errors import BatchError
 from pydsh.batch.worker import Job, Paths, Report, run_task
 
 NAMESPACE = "pydsh-batch"
-TOKEN_FILE = ".batch-token"
-"""Written into the output directory; a node that reads the same token there shares the directory."""
+MARKER_FILE = ".batch-id"
+"""Holds the batch's random id in the output directory; a node that reads the same id there shares it."""
 FORWARDED = ("DEEPSEEK_", "OPENAI_", "DSH_PERMISSION_MODE", "PYDSH_")
 """Environment variables (by prefix) every task gets from the submitting process: keys, routes, modes."""
 RETRIES = 2
@@ -68,7 +69,7 @@ def run_on_node(data: dict[str, Any], token: str) -> dict[str, Any]:
     """A task on its node: in the batch's directory when the node shares it, else staged and shipped back."""
     job = Job.of(data)
     out = Path(job.root).parents[1]
-    shared = (out / TOKEN_FILE).is_file() and (out / TOKEN_FILE).read_text() == token
+    shared = (out / MARKER_FILE).is_file() and (out / MARKER_FILE).read_text() == token
     if not shared:
         job.root = str(Path(tempfile.gettempdir()) / f"pydsh-batch-{token}" / "tasks" / Path(job.root).name)
         job.user_home = None
@@ -76,6 +77,8 @@ def run_on_node(data: dict[str, Any], token: str) -> dict[str, Any]:
     if not shared:
         record["files"] = gathered(Paths(job.root))
         shutil.rmtree(job.root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.removedirs(Path(job.root).parent)
     return record
 
 
@@ -111,7 +114,7 @@ class RayBackend:
         self.started = connect(address)
         self.token = uuid.uuid4().hex
         out.mkdir(parents=True, exist_ok=True)
-        (out / TOKEN_FILE).write_text(self.token)
+        (out / MARKER_FILE).write_text(self.token)
         actor_name = f"gate-{self.token}"
         self.actor = GateActor.options(name=actor_name, namespace=NAMESPACE).remote()  # type: ignore[attr-defined]
         self.gate: dict[str, Any] = {"store": "ray", "actor": actor_name}
@@ -123,7 +126,8 @@ class RayBackend:
     @property
     def capacity(self) -> int:
         """Tasks the cluster runs at once: its CPUs."""
-        return max(1, int(ray.cluster_resources().get("CPU", 1)))
+        resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        return max(1, int(resources.get("CPU", 1)))
 
     async def run(self, job: Job, report: Report) -> dict[str, Any] | None:
         ref = self.remote.remote(job.to_json(), self.token)

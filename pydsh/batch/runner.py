@@ -157,7 +157,7 @@ def cost(record: dict[str, Any], prices: dict[str, dict[str, float]]) -> float |
     tokens = record.get("tokens")
     if price is None or not isinstance(tokens, dict):
         return None
-    total = sum(price.get(bucket, 0.0) * tokens.get(key, 0) for bucket, key in PRICE_BUCKETS.items())
+    total = sum(price.get(bucket, 0.0) * float(tokens.get(key, 0)) for bucket, key in PRICE_BUCKETS.items())
     return round(total / 1_000_000, 6)
 
 

@@ -179,7 +179,7 @@ def task_of(value: Any, default_id: str, base: Path) -> Task:
         raise BatchError(f"task id {task_id!r} is not a plain name (letters, digits, '.', '_', '-'; 128 at most)")
     prompt = value.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
-        raise BatchError("a task needs a non-empty \"prompt\"")
+        raise BatchError('a task needs a non-empty "prompt"')
     if value.get("workspace") is not None and value.get("repo") is not None:
         raise BatchError('give either "workspace" (a directory to copy) or "repo" (a git repository), not both')
     if value.get("ref") is not None and value.get("repo") is None:
@@ -238,7 +238,7 @@ def _positive(value: dict[str, Any], key: str, kind: type[float] | type[int]) ->
     item = value.get(key)
     if item is None:
         return None
-    if isinstance(item, bool) or not isinstance(item, (int, float)) or item <= 0 or kind is int and item != int(item):
+    if isinstance(item, bool) or not isinstance(item, (int, float)) or item <= 0 or (kind is int and item != int(item)):
         noun = "a positive whole number" if kind is int else "a positive number of seconds"
         raise BatchError(f'"{key}" must be {noun}')
     return kind(item)

@@ -320,7 +320,11 @@ async def check(task: Task, paths: Paths, confinement: Confinement, timeout: flo
         return {"check": "failed", "checkOutput": "the workspace is gone"}
     outcome: CommandOutcome | None = await run_commands(task.check, paths.workspace, confinement, timeout)
     assert outcome is not None
-    return {"check": "passed" if outcome.ok else "failed", "checkExit": outcome.exit_code, "checkOutput": outcome.output}
+    return {
+        "check": "passed" if outcome.ok else "failed",
+        "checkExit": outcome.exit_code,
+        "checkOutput": outcome.output,
+    }
 
 
 # -- the worker process ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ the setup and check commands run in it, confined like the agent's own ``bash`` w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -16,6 +17,8 @@ from pydsh.batch.tasks import Task
 OUTPUT_TAIL = 4000
 """Characters of a command's output kept in its result (the end, where failures show)."""
 SANDBOX_MODES = ("auto", "off", "required")
+READ_REST_S = 5.0
+"""How long output still arriving after a command ended (a process it left behind) is read."""
 
 
 @dataclass(frozen=True)
@@ -119,24 +122,37 @@ async def run_command(command: str, workspace: Path, confinement: Confinement, t
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
+    assert proc.stdout is not None
+    output = bytearray()
+    reader = asyncio.ensure_future(_collect(proc.stdout, output))
+    timed_out = False
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        await asyncio.wait_for(proc.wait(), timeout)
     except TimeoutError:
+        timed_out = True
         _kill_group(proc)
-        out, _ = await proc.communicate()
-        return CommandOutcome(command, None, _tail(out), timed_out=True)
-    except asyncio.CancelledError:
-        _kill_group(proc)
-        raise
-    return CommandOutcome(command, proc.returncode, _tail(out))
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc)
+        await proc.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reader), READ_REST_S)
+        reader.cancel()
+    return CommandOutcome(command, None if timed_out else proc.returncode, _tail(bytes(output)), timed_out)
+
+
+async def _collect(stream: asyncio.StreamReader, output: bytearray) -> None:
+    """Read ``stream`` to its end into ``output``, keeping only its last ``OUTPUT_TAIL`` bytes (and some)."""
+    while data := await stream.read(65536):
+        output += data
+        if len(output) > 4 * OUTPUT_TAIL:
+            del output[: -2 * OUTPUT_TAIL]
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     """Stop the command and everything it started (it leads its own process group)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _tail(raw: bytes) -> str:

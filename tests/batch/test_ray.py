@@ -13,7 +13,7 @@ import pytest
 import ray
 
 from pydsh.batch.progress import PlainDisplay
-from pydsh.batch.ray_backend import TOKEN_FILE, RayBackend
+from pydsh.batch.ray_backend import MARKER_FILE, RayBackend
 from pydsh.batch.runner import Batch, Options
 from pydsh.testing.mock_model_server import MockModelServer
 from tests.batch.scripts import PASS, Scripts, check_fifty, fifty_tasks, task, write_tasks
@@ -41,7 +41,7 @@ async def run_on_ray(tasks: Path, out: Path, *, unshared: bool = False) -> tuple
     """The batch on the local Ray instance; ``unshared`` hides the output directory from the tasks."""
     backend = RayBackend("auto", out)
     if unshared:
-        (out / TOKEN_FILE).unlink()
+        (out / MARKER_FILE).unlink()
     lines = io.StringIO()
     try:
         records = await Batch(tasks, Options(out=out, workers=2, ray="auto"), backend, PlainDisplay(lines)).run()
@@ -78,11 +78,19 @@ async def test_a_task_on_a_node_without_the_output_directory_ships_its_log_back(
 async def test_an_unreachable_ray_address_is_one_line(tmp_path: Path) -> None:
     write_tasks(tmp_path / "tasks.jsonl", [task("u0")])
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pydsh", "batch", str(tmp_path / "tasks.jsonl"), "--ray", "127.0.0.1:1",
-        stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
+        sys.executable,
+        "-m",
+        "pydsh",
+        "batch",
+        str(tmp_path / "tasks.jsonl"),
+        "--ray",
+        "127.0.0.1:1",
+        stderr=asyncio.subprocess.PIPE,
+        env=dict(os.environ),
     )
     _, err = await proc.communicate()
     assert (proc.returncode, err.decode()) == (
-        2, "pydsh batch: cannot reach the Ray cluster at 127.0.0.1:1: Connection refused\n"
+        2,
+        "pydsh batch: cannot reach the Ray cluster at 127.0.0.1:1: Connection refused\n",
     )
     assert not (tmp_path / "tasks.batch" / "results.jsonl").exists()
