@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -95,6 +96,7 @@ async def run_task(job: Job, report: Report = lambda _progress: None) -> dict[st
     """Run ``job``'s task to its result record (``results.jsonl``'s line); every failure is the record's
     one-line ``error``, never an exception (but cancellation, which leaves the task resumable)."""
     started = time.monotonic()
+    cpu = time.process_time()
     task = task_from_json(job.task)
     paths = Paths(job.root)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -112,6 +114,8 @@ async def run_task(job: Job, report: Report = lambda _progress: None) -> dict[st
     record["passed"] = record.get("check") == "passed" or (not task.check and record["status"] == "completed")
     record["log"] = paths.session_log(task.id)
     record["wallS"] = round(time.monotonic() - started, 3)
+    record["cpuS"] = round(time.process_time() - cpu, 3)
+    record["peakRssMB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return record
 
 
