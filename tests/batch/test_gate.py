@@ -55,9 +55,9 @@ async def test_a_rate_limit_closes_its_route_for_the_retry_after(tmp_path: Path)
     assert chunks[-1]["type"] == "finish"
     assert await store.opens_at("openai-compat") == 1001.0
 
-    clock.now = 1000.5
-    await drain(gate, "deepseek-official", finishing({"message": "busy", "code": "RATE_LIMIT"}))
+    await store.pause_until("deepseek-official", 1001.0)
     assert await store.opens_at("deepseek-official") == 1002.5
+    clock.now = 1003.0
     await drain(gate, "deepseek-official", finishing({"message": "down", "code": "SERVER"}))
     assert await FileGate(tmp_path / "gates").opens_at("deepseek-official") == 1002.5
 
