@@ -26,6 +26,7 @@ LAYERS = (
     "messaging",
     "teams",
     "host",
+    "batch",
     "apps",
     "sdk",
     "testing",

@@ -30,6 +30,7 @@ Usage: pydsh [--profile] <name> [--patch <path>]... [--dump-config[=resolved]] [
        pydsh acp [--patch <path>]... [--provider P --model M]
        pydsh web [--patch <path>]... [--host 127.0.0.1] [--port 3080] [--no-open] [--allow-public] [--cwd DIR]
        pydsh demo
+       pydsh batch TASKS.jsonl|DIR [--out DIR] [--workers N] [--ray auto|ADDRESS] [--timeout S] ...
        pydsh plugin --profile <name> (add <requirement>... | remove <distribution>... | list)
 
 Run a DeepSeek Harness agent composition.
@@ -167,6 +168,10 @@ def _main(argv: list[str]) -> int:
         from pydsh.apps.demo import run_demo
 
         return run_demo(argv[1:])
+    if argv[:1] == ["batch"]:
+        from pydsh.batch.cli import run_batch
+
+        return run_batch(argv[1:])
     launch = parse_launch(argv)
     if launch.version:
         print(f"pydsh {__version__}")

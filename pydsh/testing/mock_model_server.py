@@ -5,7 +5,9 @@ scripted entry (spec 04 §8.4) rendered in the request's dialect. ``POST /v1/mes
 Anthropic-Messages SSE, ``POST /chat/completions`` (and ``/v1/chat/completions``) in
 chat-completions SSE. Unknown request body fields are ignored. An optional ``hold`` coroutine
 function (our addition) is awaited with each parsed request body before that request takes its
-behaviour, so a test can order concurrent requests (say, a subagent's after its parent's).
+behaviour, so a test can order concurrent requests (say, a subagent's after its parent's); an optional
+``choose`` function (ours too) picks each request's behaviour from its body instead of the queue, so
+concurrent sessions (a batch's tasks) can each follow a script of their own.
 """
 
 from __future__ import annotations
@@ -160,6 +162,7 @@ class MockModelServer:
         random_state: int | None = None,
         random_weights: dict[str, float] | None = None,
         hold: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        choose: Callable[[dict[str, Any]], Any] | None = None,
         **options: Any,
     ) -> None:
         unknown = set(options) - set(DEFAULTS)
@@ -175,6 +178,7 @@ class MockModelServer:
         self.random = random.Random(random_state)
         self.weights = random_weights or {}
         self.hold = hold
+        self.choose = choose
         self._last: Any = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
@@ -255,7 +259,7 @@ class MockModelServer:
             return True
         if self.hold is not None:
             await self.hold(parsed)
-        behaviour = self._take()
+        behaviour = self._choose(parsed)
         if behaviour is None:
             body_doc = {
                 "error": {"message": "mock script exhausted", "type": "mock_error", "code": "MOCK_SCRIPT_EXHAUSTED"}
@@ -270,6 +274,14 @@ class MockModelServer:
         if not key:
             return True
         return headers.get("x-api-key") == key or headers.get("authorization") == f"Bearer {key}"
+
+    def _choose(self, body: dict[str, Any]) -> Any:
+        """The request's behaviour: ``choose``'s pick for its body when given, else the queue's next."""
+        if self.choose is None:
+            return self._take()
+        behaviour = self.choose(body)
+        _check_behaviour(behaviour)
+        return behaviour
 
     def _take(self) -> Any:
         if self.queue:

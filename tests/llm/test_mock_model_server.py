@@ -76,6 +76,20 @@ async def test_a_held_request_takes_its_behaviour_when_released() -> None:
         assert [r["body"]["model"] for r in server.requests] == ["early", "late"]
 
 
+async def test_choose_picks_each_behaviour_from_the_request_body() -> None:
+    picks = {"a": "auth_error", "b": "server_error"}
+    async with (
+        MockModelServer(["rate_limit"], choose=lambda body: picks[body["model"]]) as server,
+        httpx.AsyncClient(base_url=server.base_url) as client,
+    ):
+        statuses = [(await client.post("/v1/messages", json={"model": m})).status_code for m in "bab"]
+        assert statuses == [500, 401, 500]
+        assert list(server.queue) == ["rate_limit"]
+        with pytest.raises(ValueError, match="unknown mock behaviour"):
+            server.choose = lambda body: "no_such_behaviour"
+            server._choose({})
+
+
 async def test_random_is_reproducible_with_a_seed() -> None:
     async def statuses(seed: int) -> list[int]:
         weights = {"server_error": 1.0, "auth_error": 1.0, "rate_limit": 1.0}

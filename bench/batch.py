@@ -1,0 +1,158 @@
+"""Batch benchmark: 50 scripted tasks through the local pool and through Ray, and 100 concurrent sessions
+in one SDK process beside the reference runtime.
+
+Run: python bench/batch.py [--tasks 50] [--workers 2] [--no-ray] [--sessions 100] [--reference [EXE]]
+Each task reads a file nine times and answers (10 steps) against the loopback mock model. Printed per
+backend: tasks/s, harness CPU per step (the worker's own CPU time while it ran the task, over its
+steps), the peak RSS of a worker. Then ``--sessions`` sessions of the same 10-step task are prompted at
+once in one ``pydsh --profile sdk`` process (and, with ``--reference``, in the reference runtime; EXE
+defaults to ``$PYDSH_REFERENCE_DSH``): wall time, the server's CPU time and peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pydsh.batch.local import LocalBackend  # noqa: E402
+from pydsh.batch.progress import PlainDisplay  # noqa: E402
+from pydsh.batch.runner import Backend, Batch, Options  # noqa: E402
+from pydsh.sdk.client import AsyncHarness  # noqa: E402
+from pydsh.testing.mock_model_server import MockModelServer  # noqa: E402
+
+READ = {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]}
+STEPS = 10
+
+
+def ten_steps(body: dict[str, Any]) -> Any:
+    """Nine reads, then the answer, whatever session asks (its history says how far it is)."""
+    done = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+    return READ if done < STEPS - 1 else {"text": "Read it ten times."}
+
+
+def task_file(directory: Path, count: int) -> Path:
+    source = directory / "project"
+    source.mkdir()
+    (source / "a.txt").write_text("alpha\nbeta\n")
+    tasks = [{"id": f"b{i:03d}", "prompt": "Read a.txt ten times.", "workspace": "project"} for i in range(count)]
+    path = directory / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    return path
+
+
+async def one_backend(label: str, count: int, workers: int, make: Any) -> None:
+    """Run the batch on one backend and print its figures."""
+    with tempfile.TemporaryDirectory(prefix="pydsh-bench-batch-") as tmp:
+        directory = Path(tmp)
+        tasks = task_file(directory, count)
+        out = directory / "out"
+        backend: Backend = make(out)
+        started = time.perf_counter()
+        try:
+            records = await Batch(tasks, Options(out=out, workers=workers), backend, PlainDisplay(io.StringIO())).run()
+        finally:
+            await backend.close()
+        wall = time.perf_counter() - started
+    bad = [r for r in records if r.get("status") != "completed"]
+    if bad:
+        raise SystemExit(f"{label}: {len(bad)} tasks did not complete: {bad[0]}")
+    per_step = [r["cpuS"] / STEPS * 1000 for r in records]
+    print(
+        f"{label:<6} {count} tasks x {STEPS} steps, {workers} workers: {count / wall:.1f} tasks/s ({wall:.1f} s); "
+        f"harness CPU per step {statistics.median(per_step):.1f} ms median (task setup, host and check included); "
+        f"peak RSS per worker {max(r['peakRssMB'] for r in records):.0f} MB"
+    )
+
+
+def ray_backend(out: Path) -> Backend:
+    from pydsh.batch.ray_backend import RayBackend
+
+    return RayBackend("auto", out)
+
+
+def cpu_s(pid: int) -> float:
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def concurrent_sessions(label: str, sessions: int, dsh_bin: str | None) -> None:
+    """``sessions`` 10-step prompts at once in one SDK process: wall, server CPU, peak RSS."""
+    with tempfile.TemporaryDirectory(prefix="pydsh-bench-sessions-") as tmp:
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        (workspace / "a.txt").write_text("alpha\nbeta\n")
+        async with MockModelServer(choose=ten_steps, chunkDelayMs=0) as server:
+            options: dict[str, Any] = {"cwd": workspace, "dsh_home": Path(tmp) / "home", "base_url": server.base_url}
+            if dsh_bin is not None:
+                options["dsh_bin"] = dsh_bin
+            async with AsyncHarness(api_key="sk-bench", request_timeout=600, **options) as harness:
+                proc = harness.client.proc
+                assert proc is not None
+                cpu_before = cpu_s(proc.pid)
+                started = time.perf_counter()
+                results = await asyncio.gather(*(harness.run("Read a.txt ten times.") for _ in range(sessions)))
+                wall = time.perf_counter() - started
+                cpu = cpu_s(proc.pid) - cpu_before
+                rss = peak_rss_mb(proc.pid)
+    steps = sum(1 for r in results for e in r.events if e["type"] == "step/start")
+    print(
+        f"{label:<9} {sessions} sessions x {STEPS} read steps at once: {wall:.1f} s wall, {cpu:.1f} s CPU "
+        f"({cpu / max(steps, 1) * 1000:.1f} ms per step), peak RSS {rss:.0f} MB"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--reference", nargs="?", const=os.environ.get("PYDSH_REFERENCE_DSH", ""), default=None)
+    args = parser.parse_args()
+    if args.reference == "":
+        raise SystemExit("--reference needs the reference executable (or PYDSH_REFERENCE_DSH)")
+    async with MockModelServer(choose=ten_steps, chunkDelayMs=0) as server:
+        os.environ |= {"DEEPSEEK_BASE_URL": server.base_url, "DEEPSEEK_API_KEY": "sk-bench"}
+        await one_backend("local", args.tasks, args.workers, LocalBackend)
+        if not args.no_ray:
+            try:
+                import ray
+            except ImportError:
+                print("ray    not installed (pip install 'pydsh[ray]'); skipped")
+            else:
+                ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+                try:
+                    await one_backend("ray", args.tasks, args.workers, ray_backend)
+                finally:
+                    ray.shutdown()
+    if args.sessions:
+        await concurrent_sessions("pydsh", args.sessions, str(Path(sys.executable).parent / "pydsh"))
+        if args.reference:
+            await concurrent_sessions("reference", args.sessions, args.reference)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
