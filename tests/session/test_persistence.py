@@ -609,3 +609,22 @@ def test_batches_of_many_handles_are_compressed_one_at_a_time(tmp_path: Path) ->
         results = list(pool.map(compress, payloads))
     for payload, frames in zip(payloads, results, strict=True):
         assert {zstandard.ZstdDecompressor().decompress(frame) for frame in frames} == {payload}
+
+
+def test_zstd_frames_of_any_size_split_at_their_offsets_and_a_cut_last_frame_is_torn(tmp_path: Path) -> None:
+    import zstandard
+
+    compressor = zstandard.ZstdCompressor(write_checksum=True)
+    plains = [b'{"a":1}\n', os.urandom(3 * jsonl.FRAME_READ).hex().encode() + b"\n", b'{"b":2}\n{"c":3}\n']
+    frames = [compressor.compress(plain) for plain in plains]
+    data = b"".join(frames)
+    offsets = [0, len(frames[0]), len(frames[0]) + len(frames[1])]
+    path = tmp_path / "session.v4.jsonl.zstd"
+    assert jsonl._frames(data, path) == (list(zip(offsets, plains, strict=True)), None)
+    for cut in (1, len(frames[2]) - 1):
+        assert jsonl._frames(data[: offsets[2] + cut], path) == (
+            list(zip(offsets[:2], plains[:2], strict=True)),
+            offsets[2],
+        )
+    cut_big = jsonl._frames(data[: offsets[1] + len(frames[1]) // 2], path)
+    assert cut_big == ([(0, plains[0])], offsets[1])

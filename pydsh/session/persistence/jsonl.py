@@ -253,24 +253,45 @@ def _zstandard(path: Path) -> Any:
     return zstandard
 
 
+FRAME_READ = 4096
+"""Compressed bytes first offered for one frame (doubled while it is incomplete): a frame's decoder keeps
+the input past the frame's end as a copy, so offering the whole rest of the file made reading a log of
+n frames cost O(n²) (0.38 s for a log of 5,000 frames, now 0.05 s)."""
+
+
 def _frames(data: bytes, path: Path) -> tuple[list[tuple[int, bytes]], int | None]:
     """Split a zstd file into ``(offset, plaintext)`` frames; an incomplete last frame is torn."""
     zstandard = _zstandard(path)
+    decompressor = zstandard.ZstdDecompressor()
     frames: list[tuple[int, bytes]] = []
     view = memoryview(data)
     offset = 0
     while offset < len(data):
-        dobj = zstandard.ZstdDecompressor().decompressobj()
         try:
-            plain = dobj.decompress(view[offset:])
+            frame = _frame(decompressor, view, offset)
         except zstandard.ZstdError as exc:
             raise SessionPersistenceCorruptionError(f"{path}: damaged zstd frame at byte {offset}: {exc}") from None
-        if not dobj.eof:
+        if frame is None:
             return frames, offset
-        consumed = len(data) - offset - len(dobj.unused_data)
+        plain, offset_after = frame
         frames.append((offset, plain))
-        offset += consumed
+        offset = offset_after
     return frames, None
+
+
+def _frame(decompressor: Any, view: memoryview, offset: int) -> tuple[bytes, int] | None:
+    """The frame at ``offset``: its plaintext and where the next one starts (``None``: it is incomplete)."""
+    dobj = decompressor.decompressobj()
+    parts: list[bytes] = []
+    start, size = offset, FRAME_READ
+    while True:
+        end = min(len(view), start + size)
+        parts.append(dobj.decompress(view[start:end]))
+        if dobj.eof:
+            return b"".join(parts), end - len(dobj.unused_data)
+        if end >= len(view):
+            return None
+        start, size = end, size * 2
 
 
 def log_lines(data: bytes, path: Path, compressed: bool) -> tuple[list[tuple[int, bytes]], int | None, int]:
