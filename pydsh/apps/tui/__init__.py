@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import importlib.util
 import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
@@ -23,11 +24,14 @@ from pydsh.kernel.context import Context
 from pydsh.session.keys import SESSIONS
 
 if TYPE_CHECKING:
+    from textual.app import App
+
     from pydsh.apps.tui.controller import Controller
     from pydsh.host import Host
     from pydsh.kernel.compose import Row
 
 INSTALL = "pydsh: the terminal UI needs the textual package: pip install textual (or reinstall pydsh)"
+HANG_UPS = (signal.SIGHUP, signal.SIGTERM)
 USAGE_REFUSALS = frozenset({"not_found", "member_session", "bad_workspace", "bad_session_id", "owned_elsewhere"})
 """Refusals of ``--resume`` and ``--cwd``: exit 2 like a usage error."""
 
@@ -97,8 +101,9 @@ async def run_tui(loaded: Callable[[], Awaitable[Host]], options: TuiOptions, *,
         if session is not None:
             from pydsh.apps.tui.app import PydshTui
 
-            with logging_to_file():
-                code = await PydshTui(session).run_async()
+            app = PydshTui(session)
+            with logging_to_file(), ended_by_signals(app):
+                code = await app.run_async()
     finally:
         await opening.close()
     if opening.failure is not None:
@@ -142,6 +147,20 @@ class Opening:
     async def close(self) -> None:
         if self.controller is not None:
             await self.controller.shutdown()
+
+
+@contextlib.contextmanager
+def ended_by_signals(app: App[int]) -> Iterator[None]:
+    """A closed terminal (SIGHUP) or a SIGTERM ends the screen like a quit: the running turn is then stopped
+    and logged as aborted on the way out, rather than the process dying with the turn open."""
+    loop = asyncio.get_running_loop()
+    for number in HANG_UPS:
+        loop.add_signal_handler(number, app.exit)
+    try:
+        yield
+    finally:
+        for number in HANG_UPS:
+            loop.remove_signal_handler(number)
 
 
 @contextlib.contextmanager

@@ -4,11 +4,13 @@ answer the approval with a key, read the captured pane, quit with Ctrl+C twice a
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from pydsh.session.persistence.jsonl import log_text
 from pydsh.testing.mock_model_server import MockModelServer
 
 REPO = Path(__file__).resolve().parents[3]
@@ -27,11 +29,27 @@ ESCALATE = {
 }
 
 
+def pydsh_command(home: Path, base_url: str) -> str:
+    """A bare ``pydsh`` in a shell command line, with its home and the mock model's address."""
+    env = {
+        "DSH_HOME": str(home),
+        "DEEPSEEK_BASE_URL": base_url,
+        "DEEPSEEK_API_KEY": "sk-test",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "TERM": "xterm-256color",
+    }
+    return " ".join(["env", *(f"{k}={v}" for k, v in env.items()), sys.executable, "-m", "pydsh"])
+
+
 class Tmux:
     """One detached tmux server of its own (``-L``), so the test never touches the user's sessions."""
 
     def __init__(self, name: str) -> None:
         self.base = ["tmux", "-L", name]
+
+    def start(self, command: str, cwd: Path) -> None:
+        """A detached session ``tui`` of 100×30 running ``command`` in ``cwd``."""
+        self.run("new-session", "-d", "-s", "tui", "-x", "100", "-y", "30", "-c", str(cwd), command)
 
     def run(self, *args: str) -> str:
         done = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=10, check=True)
@@ -60,15 +78,7 @@ async def test_a_bare_pydsh_in_tmux_prompts_answers_an_approval_and_quits_clean(
     workspace.mkdir()
     tmux = Tmux(f"pydsh-test-{os.getpid()}")
     async with MockModelServer(sequence=[ESCALATE, {"text": "The command printed its word."}]) as server:
-        env = {
-            "DSH_HOME": str(isolated_home),
-            "DEEPSEEK_BASE_URL": server.base_url,
-            "DEEPSEEK_API_KEY": "sk-test",
-            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-            "TERM": "xterm-256color",
-        }
-        command = " ".join(["env", *(f"{k}={v}" for k, v in env.items()), sys.executable, "-m", "pydsh"])
-        tmux.run("new-session", "-d", "-s", "tui", "-x", "100", "-y", "30", "-c", str(workspace), command)
+        tmux.start(pydsh_command(isolated_home, server.base_url), workspace)
         try:
             tmux.run("set-option", "-t", "tui", "remain-on-exit", "on")
             await tmux.shows("Ask anything")
@@ -85,7 +95,7 @@ async def test_a_bare_pydsh_in_tmux_prompts_answers_an_approval_and_quits_clean(
             tmux.keys("C-c")
             await asyncio.sleep(0.3)
             tmux.keys("C-c")
-            for _ in range(100):
+            for _ in range(300):
                 if tmux.run("display-message", "-p", "-t", "tui", "#{pane_dead}").strip() == "1":
                     break
                 await asyncio.sleep(0.1)
@@ -95,3 +105,27 @@ async def test_a_bare_pydsh_in_tmux_prompts_answers_an_approval_and_quits_clean(
             assert leftover == [], leftover
         finally:
             subprocess.run([*tmux.base, "kill-server"], capture_output=True, timeout=10)
+
+
+async def test_closing_the_terminal_during_a_turn_logs_the_turn_aborted(isolated_home: Path, tmp_path: Path) -> None:
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    tmux = Tmux(f"pydsh-hangup-{os.getpid()}")
+    async with MockModelServer(sequence=["stall"], repeat_last=True) as server:
+        tmux.start(pydsh_command(isolated_home, server.base_url), workspace)
+        try:
+            await tmux.shows("Ask anything")
+            pid = int(tmux.run("display-message", "-p", "-t", "tui", "#{pane_pid}").strip())
+            tmux.keys("-l", "a turn that never ends")
+            tmux.keys("Enter")
+            await tmux.shows("running")
+        finally:
+            subprocess.run([*tmux.base, "kill-server"], capture_output=True, timeout=10)
+        for _ in range(200):
+            if not Path(f"/proc/{pid}").exists():
+                break
+            await asyncio.sleep(0.05)
+        assert not Path(f"/proc/{pid}").exists(), "pydsh outlived its terminal"
+    (log,) = (isolated_home / "sessions").glob("*/*/session.v4.jsonl.zstd")
+    events = [json.loads(line) for line in log_text(log.read_bytes(), log, compressed=True).splitlines()[1:]]
+    assert [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"] == ["aborted"]
