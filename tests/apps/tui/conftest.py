@@ -52,6 +52,11 @@ class Tui:
     async def shows(self, text: str, timeout: float = 10.0) -> None:
         await self.until(lambda: text in self.screen(), repr(text), timeout)
 
+    async def notified(self, text: str, timeout: float = 10.0) -> None:
+        """Wait until a notification carrying ``text`` was raised (toasts are drawn on a layer of their own,
+        which the compositor's strips do not include)."""
+        await self.until(lambda: any(text in n.message for n in self.app._notifications), repr(text), timeout)
+
     async def idle(self) -> None:
         await self.controller.live.live.when_idle()
         await self.pilot.pause(0.15)
@@ -67,16 +72,21 @@ Opener = Callable[..., AbstractAsyncContextManager[Tui]]
 
 @pytest.fixture
 def tui(isolated_home: Path, tmp_path: Path) -> Opener:
-    """``async with tui(script, patches=[...], size=(w, h)) as t``: the screen of a new session."""
+    """``async with tui(script, patches=[...], size=(w, h), providers=[...]) as t``: the screen of a new session."""
 
     @asynccontextmanager
     async def open_tui(
-        script: list[Any], patches: list[Any] | None = None, size: tuple[int, int] = SIZE
+        script: list[Any],
+        patches: list[Any] | None = None,
+        size: tuple[int, int] = SIZE,
+        providers: list[dict[str, Any]] | None = None,
     ) -> AsyncIterator[Tui]:
         workspace = tmp_path / "work"
         workspace.mkdir(exist_ok=True)
         (workspace / "hello.txt").write_text("hello world\n")
-        host = ScriptedHost(script, profile="tui", cwd=workspace, dsh_home=isolated_home, patches=patches or [])
+        host = ScriptedHost(
+            script, profile="tui", cwd=workspace, dsh_home=isolated_home, patches=patches or [], providers=providers
+        )
         async with host:
             controller = Controller(host)
             controller.start()

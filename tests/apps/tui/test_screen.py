@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydsh.apps.tui.screens import AgentTreeScreen, HelpScreen, SessionPicker
+from pydsh.apps.tui.screens import AgentTreeScreen, HelpScreen, Picker, SessionPicker
 from tests.apps.tui.conftest import Opener
 
 ESCALATE = {
@@ -286,3 +286,66 @@ async def test_an_80_by_24_terminal_shows_the_title_the_answer_the_prompt_and_th
         assert lines[0].startswith(" pydsh  hello")
         assert "Ask anything" in "\n".join(lines[-4:])
         assert lines[-1].startswith(" ○ idle  deepseek-official/deepseek-v4-flash · workspace-write")
+
+
+TWO_MODELS = [
+    {
+        "id": "deepseek-official",
+        "name": "scripted",
+        "models": [
+            {"id": "deepseek-v4-flash", "contextWindow": 128000},
+            {"id": "deepseek-v4-pro", "contextWindow": 128000, "reasoningEfforts": ["low", "high"]},
+        ],
+    }
+]
+
+
+def request_configs(tui: Any) -> list[dict[str, Any]]:
+    return [e["data"]["header"]["config"] for e in tui.events("request/header")]
+
+
+async def test_model_picker_routes_the_next_turn_and_the_usage_line_names_it(tui: Opener) -> None:
+    async with tui([{"text": "first"}, {"text": "second"}], providers=TWO_MODELS) as t:
+        await t.send("hello")
+        await t.idle()
+        assert request_configs(t)[-1]["model"] == "deepseek-v4-flash"
+        await t.send("/model")
+        await t.until(lambda: isinstance(t.app.screen, Picker), "the model picker")
+        assert "deepseek-official/deepseek-v4-pro" in t.screen()
+        await t.pilot.press("down", "enter")
+        await t.shows("deepseek-official/deepseek-v4-pro")
+        await t.send("again")
+        await t.idle()
+        assert request_configs(t)[-1]["model"] == "deepseek-v4-pro"
+
+
+async def test_model_and_effort_commands_check_what_they_are_given(tui: Opener) -> None:
+    async with tui([{"text": "done"}], providers=TWO_MODELS) as t:
+        await t.send("/model deepseek-v4-pro")
+        await t.notified("give the model as PROVIDER/MODEL")
+        await t.send("/model deepseek-official/deepseek-v4-pro")
+        await t.shows("deepseek-official/deepseek-v4-pro")
+        await t.send("/effort")
+        await t.notified("Efforts of deepseek-v4-pro: low, high")
+        await t.send("/effort high")
+        await t.shows("deepseek-v4-pro (high)")
+        await t.send("go")
+        await t.idle()
+        config = request_configs(t)[-1]
+        assert (config["model"], config["reasoningEffort"]) == ("deepseek-v4-pro", "high")
+
+
+async def test_the_screen_reflows_when_the_terminal_is_resized(tui: Opener) -> None:
+    async with tui([{"text": "A reply long enough to wrap once the terminal narrows to sixty columns."}]) as t:
+        await t.send("hello")
+        await t.idle()
+        await t.shows("A reply long enough")
+        for width, height in ((60, 20), (140, 40)):
+            await t.pilot.resize_terminal(width, height)
+            await t.pilot.pause(0.2)
+            lines = t.screen().splitlines()
+            assert len(lines) == height and all(len(line) == width for line in lines)
+            assert lines[0].startswith(" pydsh  hello")
+            assert "Ask anything" in "\n".join(lines[-4:])
+            assert lines[-1].startswith(" ○ idle")
+            assert "sixty columns." in " ".join(line.strip(" │") for line in lines)
