@@ -89,10 +89,10 @@ TREE = [
 
 
 async def shoot(name: str, script: list[Any], drive: Callable[[Any, PydshTui], Awaitable[None]], home: Path) -> None:
-    workspace = home / "work"
+    workspace = home / "greet"
     workspace.mkdir(exist_ok=True)
     (workspace / "greet.py").write_text('def greet(name):\n    return "hello " + name\n')
-    async with ScriptedHost(script, profile="tui", cwd=workspace, dsh_home=home / name) as host:
+    async with ScriptedHost(script, profile="tui", cwd=workspace, dsh_home=home / ".deepseek" / name) as host:
         controller = Controller(host)
         controller.start()
         await controller.open(None)
@@ -175,7 +175,8 @@ async def main() -> None:
     os.environ.pop("DEEPSEEK_API_KEY", None)
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder)
-        os.environ["DSH_HOME"] = str(home)
+        os.environ["HOME"] = str(home)  # the title shows the workspace as ~/greet
+        os.environ["DSH_HOME"] = str(home / ".deepseek")
         await shoot("work", WORK, work, home)
         await shoot("approval", [APPROVAL, {"text": "ok"}], approval, home)
         await shoot("question", [QUESTION, {"text": "ok"}], question, home)

@@ -8,6 +8,7 @@ most :data:`MAX_MOUNTED` blocks, so long sessions and very busy turns leave the 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -352,7 +353,7 @@ class PydshTui(App[int]):
         title.append(f" {controller.title(session)}", style="bold")
         if self.viewing != session.id:
             title.append(f"  viewing {controller.names.get(self.viewing, self.viewing[:8])}", style="bold reverse")
-        title.append(f"  {controller.workspace()}", style="dim")
+        title.append(f"  {home_relative(controller.workspace())}", style="dim")
         self.main.query_one("#title", Static).update(title)
         activity = self.main.query_one("#activity", Static)
         for sid in [sid for sid in self.activity if controller.status(sid) != "running"]:
@@ -634,6 +635,14 @@ class PydshTui(App[int]):
 
     def action_page_down(self) -> None:
         self.transcript.scroll_page_down()
+
+
+def home_relative(path: str) -> str:
+    """``path`` with the user's home written ``~`` (as a shell prompt shows it)."""
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (path == home or path.startswith(home + os.sep)):
+        return "~" + path[len(home) :]
+    return path
 
 
 def _tokens(count: int) -> str:

@@ -349,3 +349,13 @@ async def test_the_screen_reflows_when_the_terminal_is_resized(tui: Opener) -> N
             assert "Ask anything" in "\n".join(lines[-4:])
             assert lines[-1].startswith(" ○ idle")
             assert "sixty columns." in " ".join(line.strip(" │") for line in lines)
+
+
+def test_the_title_writes_the_home_as_a_tilde(monkeypatch: Any) -> None:
+    from pydsh.apps.tui.app import home_relative
+
+    monkeypatch.setenv("HOME", "/home/ada")
+    assert home_relative("/home/ada/greet") == "~/greet"
+    assert home_relative("/home/ada") == "~"
+    assert home_relative("/home/adam/greet") == "/home/adam/greet"
+    assert home_relative("/srv/greet") == "/srv/greet"
