@@ -200,7 +200,8 @@ class PydshTui(App[int]):
         self.prompt.disabled = member
         self.prompt.placeholder = "Viewing a member's session (read only) — Esc returns" if member else ASK
         self.running = self.controller.status(self.controller.live.session_id) == "running"
-        self.refresh_chrome()
+        self.refresh_chrome(metered=False)
+        self.call_after_refresh(self.refresh_chrome)
 
     async def _mount(self, blocks: list[Block], before: BlockView | None = None) -> None:
         views = [BlockView(b) for b in blocks]
@@ -340,8 +341,9 @@ class PydshTui(App[int]):
             await self.controller.name(sid)
             self.refresh_chrome()
 
-    def refresh_chrome(self) -> None:
-        """Title, member activity, queue and the usage line."""
+    def refresh_chrome(self, metered: bool = True) -> None:
+        """Title, member activity, queue and the usage line (``metered=False``: without the token meter's
+        figures, which fold every event of the session: a resumed long session shows its transcript first)."""
         if not self.alive:
             return
         self.chrome_at = time.monotonic()
@@ -362,12 +364,12 @@ class PydshTui(App[int]):
         queued = [f"⧗ {'steer' if mode == 'steer' else 'queued'}: {text}" for mode, text in controller.queued()]
         activity.update("\n".join(lines + queued))
         activity.display = bool(lines or queued)
-        self.main.query_one("#status", Static).update(self._usage_line())
+        self.main.query_one("#status", Static).update(self._usage_line(metered))
 
-    def _usage_line(self) -> Text:
+    def _usage_line(self, metered: bool) -> Text:
         controller = self.controller
         route = controller.route()
-        meter = controller.meter(controller.live.session)
+        meter = controller.meter(controller.live.session) if metered else {}
         line = Text()
         line.append("● running " if self.running else "○ idle ", style="bold yellow" if self.running else "dim")
         effort = f" ({route['reasoningEffort']})" if route.get("reasoningEffort") else ""
