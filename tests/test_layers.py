@@ -25,6 +25,7 @@ LAYERS = (
     "subagents",
     "messaging",
     "teams",
+    "traces",
     "host",
     "batch",
     "apps",
