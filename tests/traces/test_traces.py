@@ -199,3 +199,34 @@ print(sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry"))
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+LEAD_AND_MEMBER = [
+    [
+        {"tool_calls": [{"id": "call-s", "name": "subagent", "arguments": {"description": "scan", "prompt": "scan"}}]},
+        {"text": "The member is on it."},
+        {"text": "The member reported back."},
+    ],
+    [{"text": "Scanned."}],
+]
+
+
+async def test_a_subagents_turns_hang_under_the_tool_call_that_started_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with otlp_receiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        async with scripted_host(LEAD_AND_MEMBER, cwd=tmp_path) as host:
+            lead = await host.create_agent()
+            await lead.run("delegate the scan")
+            for _ in range(200):
+                if all(a.status != "running" for a in host.registry.all()) and len(host.registry.all()) > 1:
+                    break
+                await asyncio.sleep(0.05)
+            lead_id = lead.session_id
+    call = only(receiver.named("execute_tool subagent"))
+    turns = receiver.named("invoke_agent pydsh")
+    member_turns = [t for t in turns if t.attributes["gen_ai.conversation.id"] != lead_id]
+    assert member_turns, [t.attributes for t in turns]
+    assert {t.parent_id for t in member_turns} == {call.span_id}
+    assert {t.trace_id for t in member_turns} == {call.trace_id}
