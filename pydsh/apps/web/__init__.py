@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.keys import AGENTS, SYSTEM_PROMPT
 from pydsh.apps.usage import parsed
+from pydsh.apps.web import memory
 from pydsh.apps.web.hub import WebHub
 from pydsh.apps.web.limits import Throttle, open_file_limit
 from pydsh.apps.web.options import WebOptions, host_literal, is_loopback, parse_options, refusal
@@ -149,6 +150,7 @@ async def start_server(
         config=config,
         static_dir=static_dir,
     )
+    memory.tune()
     hub = WebHub(host)
     hub.start()
     throttle = Throttle(config.limits.fitted(open_file_limit()))

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.hooks import AGENT_DISPOSED, AGENT_STATUS, ASSISTANT_STREAM, AgentRef, AgentStatus, AssistantStream
+from pydsh.apps.web import memory
 from pydsh.apps.web.fanout import Subscriber, Topic
 from pydsh.apps.web.messages import DeliveryFeed
 from pydsh.apps.web.team import lead_of, team_view
@@ -29,6 +30,8 @@ log = logging.getLogger("pydsh.web")
 INDEX = ""
 PROJECTION_INTERVAL_S = 0.1
 INDEX_INTERVAL_S = 0.25
+TRIM_DELAY_S = 1.0
+"""After a turn ends or a long read is dropped, freed memory goes back to the system this much later."""
 INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
 PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
 LIVE_KEYS = {"title", "todos", "sessionStats", "modelSelection", "permissionPreset"}
@@ -90,7 +93,14 @@ class Streams:
         return sub, events, list(self.inflight.get(session_id, ()))
 
     def unsubscribe(self, session_id: str, sub: Subscriber) -> None:
+        """End a stream; the last one of a stored session lets its full read go."""
         self.sessions_topic.remove(session_id, sub)
+        if not self.sessions_topic.has(session_id) and self.hub.views.release(session_id):
+            self.trim_soon()
+
+    def trim_soon(self) -> None:
+        """Hand freed memory back to the system shortly (once for a burst of releases)."""
+        self._later("trim", TRIM_DELAY_S, memory.trim)
 
     def subscribe_index(self) -> Subscriber:
         sub = Subscriber()
@@ -126,6 +136,8 @@ class Streams:
         status = "running" if payload["status"] == "running" else "idle"
         self.sessions_topic.publish(agent.id, ("status", {"status": status}, None))
         self.mark_index(agent.id)
+        if status == "idle":
+            self.trim_soon()  # a turn's transient encodings (a 5 MB answer's, several times over) are freed
         self.deliveries.target_status(agent.id)
         if agent.session.header.get("origin") == "subagent":
             self._mark_agents(agent.session)

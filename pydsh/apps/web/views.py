@@ -2,7 +2,8 @@
 sidebar, the projections of the session view, and statuses (spec 12 §4.1).
 
 Nothing here makes a session live: a stored log is read through ``session_query`` and kept while its
-size is unchanged, so opening a session (summary, tail, stream) reads a long log once. Lists of
+size is unchanged, so opening a session (summary, tail, stream) reads a long log once; the read goes when the
+last stream of the session closes (:meth:`SessionViews.release`), or when newer reads push it out. Lists of
 sessions are pages of the session index (stored sessions, no log read) merged with the live ones.
 """
 
@@ -100,6 +101,18 @@ class SessionViews:
                 if self.hub.store.get(dropped) is None:
                     self.folds.pop(dropped, None)  # a stored session's fold goes with its read
         return session
+
+    def release(self, session_id: str) -> bool:
+        """Drop the full read of a stored session nobody watches any more (and its fold): a 10,000-event log
+        holds tens of megabytes, and the next open reads it again. Whether something was dropped."""
+        if self.hub.store.get(session_id) is not None or self._reads.pop(session_id, None) is None:
+            return False
+        self.folds.pop(session_id, None)
+        return True
+
+    def kept(self) -> list[str]:
+        """The stored sessions whose full read is kept, least recently used first."""
+        return list(self._reads)
 
     def _cached(self, session_id: str, revision: int) -> Session | None:
         """The full read of a stored session kept for this revision of its log, if any."""

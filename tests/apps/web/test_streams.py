@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pydsh.apps.web.fanout import Subscriber
 from pydsh.apps.web.sse import stream_frames
+from pydsh.apps.web.views import READ_CACHE
 from tests.apps.web.conftest import Web
 from tests.apps.web.test_api import read_stream, turn_ended, until
+from tests.apps.web.test_session_pages import stored
 
 
 @pytest.mark.parametrize("script", [[{"hang": True}]])
@@ -134,3 +137,22 @@ async def test_the_index_stream_shows_a_closed_session_offline(web: Web) -> None
     await web.host.agent(sid).close()
     await asyncio.wait_for(reader, 10)
     assert seen[-1]["sessionId"] == sid and seen[-1]["title"] == "close me"
+
+
+async def test_a_stored_sessions_full_read_is_kept_while_watched_and_bounded(web: Web, isolated_home: Path) -> None:
+    """A stored log read in full stays in memory while a stream of it is open (the page asks for its events and
+    projections again), goes when the last one closes, and at most READ_CACHE reads are kept at any time."""
+    views = web.server.hub.views
+    sid = await stored(isolated_home, web.workspace, "watched")
+    watching = asyncio.ensure_future(read_stream(web, sid, lambda frames: False))
+    await until(lambda: sid in views.kept() and web.server.hub.streams.sessions_topic.has(sid))
+    await read_stream(web, sid, lambda frames: frames[0][0] == "hello")
+    assert views.kept() == [sid], "a second stream closing let the read go while the first still watches"
+    watching.cancel()
+    await until(lambda: not web.server.hub.streams.sessions_topic.has(sid))
+    assert views.kept() == []
+    others = [await stored(isolated_home, web.workspace, f"other {n}") for n in range(READ_CACHE + 2)]
+    for other in others:
+        assert (await web.client.get(f"/api/sessions/{other}/events")).status_code == 200
+        assert len(views.kept()) <= READ_CACHE
+    assert views.kept() == others[-READ_CACHE:]

@@ -261,7 +261,8 @@ export class ChatView {
       node.dataset.seq = String(ev.seq);
       if (hasCalls) view.addItem(node);
       else {
-        view.el.append(node);
+        // A streamed answer already last in its turn stays put: moving a 5 MB answer's subtree costs seconds.
+        if (node !== view.el.lastElementChild) view.el.append(node);
         view.answers.push(text);
       }
     }

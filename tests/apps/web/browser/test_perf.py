@@ -11,6 +11,7 @@ from tests.apps.web.browser.perf import (
     PROBE,
     TOOL_CALLS,
     Probe,
+    markdown_answer,
     streamed_answer,
     tool_turn,
     turn_end_time,
@@ -18,6 +19,16 @@ from tests.apps.web.browser.perf import (
 
 LONGEST_TASK_MS = 100
 FINISH_LAG_S = 1.0
+MOVED = """
+(() => {
+  // Every answer node taken out of the conversation, by any mutation, from now on.
+  window.__moved = 0;
+  new MutationObserver((records) => {
+    for (const r of records) for (const n of r.removedNodes) if (n.classList?.contains("answer")) window.__moved++;
+  }).observe(document.getElementById("conversation"), { childList: true, subtree: true });
+})()
+"""
+"""Counts answer nodes removed from the conversation: moving a node (even to where it is) removes it first."""
 
 
 def probed(browse: Any, server: Any) -> Any:
@@ -65,3 +76,27 @@ def test_a_megabyte_block_shows_as_plain_text_without_blocking(web, browse):
     assert plain.evaluate("(node) => node.textContent.trimEnd().endsWith('word119999')")
     longest = probe.longest_task_ms()
     assert longest < LONGEST_TASK_MS, f"a main-thread task took {longest:.0f} ms"
+
+
+def answer_html(page: Any) -> str:
+    """The rendered answer once it is complete (no node of it still marked busy)."""
+    page.wait_for_selector("#conversation .turn-end")
+    page.wait_for_function("() => !document.querySelector('#conversation .streaming')")
+    return str(page.locator("#conversation .answer").evaluate("(node) => node.outerHTML"))
+
+
+def test_a_large_streamed_answer_finishes_in_place_as_a_reload_shows_it(web, browse):
+    """The committed answer adopts the streamed node where it stands (moving a multi-megabyte subtree blocked
+    the page for seconds), and what it shows is what opening the session again renders from the log."""
+    text = markdown_answer(256 * 1024)
+    server = web([streamed_answer(text)])
+    b = browse(server)
+    page = b.page
+    page.evaluate(MOVED)
+    send(page, "Write a long answer.")
+    live = answer_html(page)
+    assert page.evaluate("window.__moved") == 0, "the streamed answer was taken out and put back"
+    assert page.locator("#conversation .answer").count() == 1
+    assert "Step 0" in live and f"step_{text.count('## Step') - 1}" in live
+    page.reload()
+    assert answer_html(page) == live
