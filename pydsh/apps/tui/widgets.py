@@ -48,10 +48,18 @@ class BlockView(Static):
         self.refresh_block()
 
     def refresh_block(self) -> None:
-        """Redraw if the block changed since the last draw."""
+        """Redraw if the block changed since the last draw; a folded tool card keeps its one line, so its
+        redraw lays nothing out again (a layout reflows every card on screen: one per finished tool call
+        made typing lag during busy turns)."""
         if self.shown_version != self.block.version:
+            first = self.shown_version < 0
             self.shown_version = self.block.version
-            self.update(self.renderable_of())
+            self.update(self.renderable_of(), layout=first or not self.one_line)
+
+    @property
+    def one_line(self) -> bool:
+        """Whether the block is drawn as one line whatever it says (a folded tool card)."""
+        return self.block.kind == "tool" and not self.expanded
 
     def action_fold(self) -> None:
         if self.can_focus:

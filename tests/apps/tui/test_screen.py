@@ -359,3 +359,14 @@ def test_the_title_writes_the_home_as_a_tilde(monkeypatch: Any) -> None:
     assert home_relative("/home/ada") == "~"
     assert home_relative("/home/adam/greet") == "/home/adam/greet"
     assert home_relative("/srv/greet") == "/srv/greet"
+
+
+async def test_a_folded_tool_card_stays_one_line_however_long_its_subject(tui: Opener) -> None:
+    command = "echo " + " ".join(f"word{i}" for i in range(40))
+    async with tui([call("bash", command=command, description="long"), {"text": "Echoed."}], size=(50, 24)) as t:
+        await t.send("echo a lot")
+        await t.idle()
+        await t.shows("Echoed.")
+        lines = [line for line in t.screen().splitlines() if "bash  echo word0" in line]
+        assert len(lines) == 1 and lines[0].rstrip().endswith("…"), lines
+        assert "word39" not in t.screen()
