@@ -266,7 +266,7 @@ class MockModelServer:
             }
             await exchange.json(500, body_doc)
             return True
-        self.requests.append({"method": method, "path": path, "headers": headers, "body": parsed})
+        self.requests.append({"method": method, "path": path, "headers": headers, "body": parsed, "raw": body})
         return await _Responder(self, exchange, dialect, parsed, reader).run(behaviour)
 
     def _authorised(self, headers: dict[str, str]) -> bool:
