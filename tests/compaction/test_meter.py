@@ -14,7 +14,6 @@ from pydsh.compaction.heuristic import (
     price_block,
     price_system,
     tools_tokens,
-    utf16_len,
 )
 from pydsh.compaction.keys import TOKEN_METER
 from pydsh.compaction.meter import (
@@ -26,6 +25,7 @@ from pydsh.compaction.meter import (
     _MeterFold,
     int_map,
 )
+from pydsh.kernel.text import utf16_len
 from tests.agent.harness import start_host
 
 
