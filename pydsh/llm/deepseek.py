@@ -7,6 +7,7 @@ I/O; the SSE response is translated into harness stream chunks by :class:`Messag
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
 from pydsh.llm import http
 from pydsh.llm.keys import LLM, LLM_TRANSPORT
+from pydsh.llm.prefix import PrefixCache, convert
 from pydsh.llm.replay import ReplayReader
 from pydsh.llm.retry import RetryPolicyConfig
 from pydsh.llm.sse import sse_events, typed_event
@@ -130,6 +132,16 @@ class MessagesRequest:
         self.pending: list[dict[str, Any]] = []
         self.tool_changes = False
 
+    def fork(self) -> MessagesRequest:
+        """A copy to go on adding to: it shares every wire message but the last, the only one ``push`` extends."""
+        twin = copy.copy(self)
+        twin.wire = list(self.wire)
+        if twin.wire:
+            last = twin.wire[-1]
+            twin.wire[-1] = {"role": last["role"], "content": list(last["content"])}
+        twin.pending = list(self.pending)
+        return twin
+
     def push(self, role: str, parts: list[dict[str, Any]]) -> None:
         if self.wire and self.wire[-1]["role"] == role:
             self.wire[-1]["content"].extend(parts)
@@ -231,16 +243,19 @@ class MessagesRequest:
         return part
 
     def finish(self) -> list[dict[str, Any]]:
-        """The wire messages, tool results first in every user message, validated (spec 04 §4.5)."""
+        """The wire messages, tool results first in every user message, validated (spec 04 §4.5); the wire
+        messages already built stay as they are (a fork of this request may share them)."""
         self.flush_developer()
-        for wire in self.wire:
-            if wire["role"] == "user":
-                content = wire["content"]
-                wire["content"] = [p for p in content if p["type"] == "tool_result"] + [
-                    p for p in content if p["type"] != "tool_result"
-                ]
-        validate_tool_pairing(self.wire)
-        return self.wire
+        wire = [_results_first(m) if m["role"] == "user" else m for m in self.wire]
+        validate_tool_pairing(wire)
+        return wire
+
+
+def _results_first(message: dict[str, Any]) -> dict[str, Any]:
+    """A user wire message with its tool results moved to the front (itself when they already are)."""
+    content = message["content"]
+    ordered = [p for p in content if p["type"] == "tool_result"] + [p for p in content if p["type"] != "tool_result"]
+    return message if ordered == content else {"role": "user", "content": ordered}
 
 
 def _input(block: dict[str, Any]) -> dict[str, Any]:
@@ -516,6 +531,7 @@ class DeepSeekAdapter:
         self.url = messages_url(self.base_url)
         self.catalog = {m.id: m for m in (config.models if config.models is not None else SHIPPED_MODELS)}
         self.reader = ReplayReader(REPLAY_KIND, 1)
+        self.prefixes: PrefixCache[MessagesRequest] = PrefixCache()
         self._client: httpx.AsyncClient | None = None
         self._user_id: str | None = None
 
@@ -564,9 +580,10 @@ class DeepSeekAdapter:
         """The request body (key order of spec 04 §4.3) and whether it carries tool changes."""
         model = options["model"]
         info = await self.resolve_model(self.route, model)
-        request = MessagesRequest(model, info, self.reader)
-        for message in options.get("messages") or []:
-            request.add(message)
+        fresh = MessagesRequest(model, info, self.reader)
+        session = options.get("sessionId")
+        key = (session, model, fresh.in_history) if session else None
+        request = convert(self.prefixes, key, fresh, options.get("messages") or [])
         wire = request.finish()
         effort = self.effort(options)
         entry = self.catalog.get(model)

@@ -7,6 +7,7 @@ thinking controls and round-trips ``reasoning_content``; ``generic`` sends plain
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from pydsh.kernel.context import Context
 from pydsh.llm import http
 from pydsh.llm.deepseek import EFFORTS
 from pydsh.llm.keys import LLM, LLM_TRANSPORT
+from pydsh.llm.prefix import PrefixCache, convert
 from pydsh.llm.retry import RetryPolicyConfig
 from pydsh.llm.sse import sse_events
 from pydsh.llm.types import LlmError, ModelInfo, ProviderInfo, StreamChunk
@@ -117,31 +119,44 @@ def _joined(message: dict[str, Any], kinds: tuple[str, ...], role: str) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def wire_messages(options: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
-    """Chat messages of the harness history (spec 04 §5.3)."""
-    out: list[dict[str, Any]] = []
-    system = None
-    for message in options.get("messages") or []:
+class ChatHistory:
+    """Chat messages of the harness history (spec 04 §5.3), built message by message."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        self.out: list[dict[str, Any]] = []
+        self.system: str | None = None
+
+    def fork(self) -> ChatHistory:
+        """A copy to go on adding to (the wire messages built so far are shared, never changed)."""
+        twin = copy.copy(self)
+        twin.out = list(self.out)
+        return twin
+
+    def add(self, message: dict[str, Any]) -> None:
         role = message.get("role")
         if role == "system":
-            system = _joined(message, ("text",), "system")
+            self.system = _joined(message, ("text",), "system")
         elif role == "developer":
             text = _joined(message, ("text",), "developer")
             if text:
-                out.append({"role": "system", "content": text})
+                self.out.append({"role": "system", "content": text})
         elif role == "user":
             text = _joined(message, ("text",), "user")
             if text:
-                out.append({"role": "user", "content": text})
+                self.out.append({"role": "user", "content": text})
         elif role == "assistant":
-            out.append(_assistant(message, dialect))
+            self.out.append(_assistant(message, self.dialect))
         elif role == "tool":
             text = _joined(message, ("text",), "tool")
-            out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
+            self.out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
         else:
             raise _unsupported(f"{role} messages")
-    system_text = "\n\n".join(s for s in (options.get("system"), system) if s)
-    return ([{"role": "system", "content": system_text}] if system_text else []) + out
+
+    def finish(self, system: str | None) -> list[dict[str, Any]]:
+        """The wire messages, led by the request's and the history's system text when there is any."""
+        system_text = "\n\n".join(s for s in (system, self.system) if s)
+        return ([{"role": "system", "content": system_text}] if system_text else []) + self.out
 
 
 def _assistant(message: dict[str, Any], dialect: str) -> dict[str, Any]:
@@ -309,6 +324,7 @@ class OpenAICompatAdapter:
     def __init__(self, providers: list[ProviderConfig], *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.providers = {p.id: p for p in providers}
         self.transport = transport
+        self.prefixes: PrefixCache[ChatHistory] = PrefixCache()
         self._client: httpx.AsyncClient | None = None
         self._user_id: str | None = None
 
@@ -345,9 +361,16 @@ class OpenAICompatAdapter:
                 info["reasoning"]["defaultEffort"] = config.reasoning.defaultEffort
         return info
 
+    def wire_messages(self, options: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
+        """The request's chat messages, resumed from the session's converted prefix when it has one."""
+        session = options.get("sessionId")
+        key = (session, dialect) if session else None
+        history = convert(self.prefixes, key, ChatHistory(dialect), options.get("messages") or [])
+        return history.finish(options.get("system"))
+
     def build_body(self, options: dict[str, Any], config: ProviderConfig) -> dict[str, Any]:
         """The request body in the key order of spec 04 §5.2."""
-        body: dict[str, Any] = {"model": options["model"], "messages": wire_messages(options, config.dialect)}
+        body: dict[str, Any] = {"model": options["model"], "messages": self.wire_messages(options, config.dialect)}
         body["stream"] = True
         if config.includeUsage:
             body["stream_options"] = {"include_usage": True}
