@@ -6,8 +6,8 @@ import asyncio
 import importlib.abc
 import sys
 from collections.abc import AsyncIterator, Sequence
-from types import ModuleType
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
