@@ -21,7 +21,7 @@ from pydsh.llm.keys import LLM, LLM_TRANSPORT
 from pydsh.llm.prefix import PrefixCache, convert
 from pydsh.llm.replay import ReplayReader
 from pydsh.llm.retry import RetryPolicyConfig
-from pydsh.llm.sse import sse_events, typed_event
+from pydsh.llm.sse import drain, sse_events, typed_event
 from pydsh.llm.types import LlmError, ModelInfo, ProviderInfo, StreamChunk
 
 if TYPE_CHECKING:
@@ -638,8 +638,12 @@ class DeepSeekAdapter:
         )
         async with http.opened(client, request, signal, PREFIX, http.messages_error) as response:
             translator = MessagesTranslator(options["model"])
-            async for name, data in sse_events(response, signal, PREFIX):
-                for chunk in translator.feed(typed_event(name, data, PREFIX)):
+            events = sse_events(response, signal, PREFIX)
+            async for name, data in events:
+                chunks = translator.feed(typed_event(name, data, PREFIX))
+                if translator.done:
+                    await drain(events)
+                for chunk in chunks:
                     yield chunk
                 if translator.done:
                     return

@@ -21,7 +21,7 @@ from pydsh.llm.deepseek import EFFORTS
 from pydsh.llm.keys import LLM, LLM_TRANSPORT
 from pydsh.llm.prefix import PrefixCache, convert
 from pydsh.llm.retry import RetryPolicyConfig
-from pydsh.llm.sse import sse_events
+from pydsh.llm.sse import drain, sse_events
 from pydsh.llm.types import LlmError, ModelInfo, ProviderInfo, StreamChunk
 
 if TYPE_CHECKING:
@@ -430,8 +430,12 @@ class OpenAICompatAdapter:
         )
         async with http.opened(self._client, request, signal, PREFIX, http.chat_error) as response:
             translator = ChatTranslator()
-            async for _name, data in sse_events(response, signal, PREFIX):
-                for chunk in translator.feed(data):
+            events = sse_events(response, signal, PREFIX)
+            async for _name, data in events:
+                chunks = translator.feed(data)
+                if translator.done:
+                    await drain(events)
+                for chunk in chunks:
                     yield chunk
                 if translator.done:
                     return

@@ -173,6 +173,8 @@ class MockModelServer:
         self.options = {**DEFAULTS, **options}
         self.queue: deque[Any] = deque(sequence)
         self.requests: list[dict[str, Any]] = []
+        self.connections = 0
+        """Connections accepted so far (a client that keeps its connections alive opens one per concurrent call)."""
         self.port = port
         self.repeat_last = repeat_last
         self.random = random.Random(random_state)
@@ -220,6 +222,7 @@ class MockModelServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self.connections += 1
         try:
             while await self._one(reader, writer):
                 pass

@@ -244,3 +244,12 @@ async def test_a_later_turn_looks_for_no_module(live: Any, monkeypatch: pytest.M
         monkeypatch.setattr(sys, "meta_path", [searches, *sys.meta_path])
         await host.prompt("second")
     assert searches.names == []
+
+
+@pytest.mark.parametrize("adapter", ["deepseek", "openai"])
+async def test_model_calls_of_a_session_share_one_connection(live: Any, adapter: str) -> None:
+    """A finished stream is read to its end, so its connection serves the next call (no handshake per step)."""
+    async with MockModelServer(sequence=[read_line(1), read_line(2), {"text": "done"}]) as server:
+        host = await live(server, adapter=adapter)
+        await host.prompt("read twice")
+    assert (len(server.requests), server.connections) == (3, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Row
 from pydsh.llm.deepseek import Config, DeepSeekAdapter, messages_url
 from pydsh.llm.keys import LLM
+from pydsh.llm.sse import drain
 from pydsh.llm.types import LlmError
 from pydsh.testing.mock_model_server import MockModelServer
 
@@ -603,3 +605,22 @@ async def test_a_non_ascii_session_id_is_percent_encoded_in_its_header() -> None
     await collect(adapter.stream({"model": MODEL, "messages": [text("user", "q", "u")], "sessionId": "café 1"}))
     await collect(adapter.stream({"model": MODEL, "messages": [text("user", "q", "u")], "sessionId": "plain-id"}))
     assert [r.headers["x-deepseek-harness-session-id"] for r in seen] == ["caf%C3%A9%201", "plain-id"]
+
+
+async def test_a_finished_stream_is_read_to_its_end_within_a_bound() -> None:
+    """``drain`` consumes what follows the last event (so the connection is reused), and gives up on a body
+    that never ends instead of waiting for the idle timeout."""
+    read: list[tuple[str, str]] = []
+
+    async def finite() -> AsyncIterator[tuple[str, str]]:
+        for event in (("ping", ""), ("", "trailing")):
+            read.append(event)
+            yield event
+
+    async def endless() -> AsyncIterator[tuple[str, str]]:
+        yield ("ping", "")
+        await asyncio.Event().wait()
+
+    await drain(finite())
+    await drain(endless())
+    assert read == [("ping", ""), ("", "trailing")]
