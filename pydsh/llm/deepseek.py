@@ -128,6 +128,11 @@ class MessagesRequest:
         self.in_history = info.get("systemPromptUpdate") == "in-history"
         self.reader = reader
         self.wire: list[dict[str, Any]] = []
+        self.sealed: list[dict[str, Any]] = []
+        """The final form of every wire message but the last (which the next part may still extend)."""
+        self.encoded: list[str] = []
+        """The JSON of each sealed message."""
+        self.pairing = ToolPairing()
         self.system: str | None = None
         self.pending: list[dict[str, Any]] = []
         self.tool_changes = False
@@ -139,14 +144,26 @@ class MessagesRequest:
         if twin.wire:
             last = twin.wire[-1]
             twin.wire[-1] = {"role": last["role"], "content": list(last["content"])}
+        twin.sealed = list(self.sealed)
+        twin.encoded = list(self.encoded)
+        twin.pairing = copy.copy(self.pairing)
         twin.pending = list(self.pending)
         return twin
 
     def push(self, role: str, parts: list[dict[str, Any]]) -> None:
         if self.wire and self.wire[-1]["role"] == role:
             self.wire[-1]["content"].extend(parts)
-        else:
-            self.wire.append({"role": role, "content": list(parts)})
+            return
+        if self.wire:
+            self.seal(self.wire[-1])
+        self.wire.append({"role": role, "content": list(parts)})
+
+    def seal(self, message: dict[str, Any]) -> None:
+        """Settle a wire message nothing extends any more: its final form, its JSON, its tool pairing."""
+        final = _results_first(message) if message["role"] == "user" else message
+        self.sealed.append(final)
+        self.encoded.append(http.compact_json(final))
+        self.pairing.feed(final)
 
     def flush_developer(self) -> None:
         if not self.pending:
@@ -242,13 +259,18 @@ class MessagesRequest:
             part["is_error"] = bool(message["isError"])
         return part
 
-    def finish(self) -> list[dict[str, Any]]:
-        """The wire messages, tool results first in every user message, validated (spec 04 §4.5); the wire
-        messages already built stay as they are (a fork of this request may share them)."""
+    def finish(self) -> http.Encoded:
+        """The wire messages, tool results first in every user message, validated (spec 04 §4.5), with their
+        JSON; the wire messages already built stay as they are (a fork of this request may share them)."""
         self.flush_developer()
-        wire = [_results_first(m) if m["role"] == "user" else m for m in self.wire]
-        validate_tool_pairing(wire)
-        return wire
+        if not self.wire:
+            return http.Encoded([], "[]")
+        last = self.wire[-1]
+        final = _results_first(last) if last["role"] == "user" else last
+        pairing = copy.copy(self.pairing)
+        pairing.feed(final)
+        pairing.end()
+        return http.Encoded([*self.sealed, final], "[" + ",".join([*self.encoded, http.compact_json(final)]) + "]")
 
 
 def _results_first(message: dict[str, Any]) -> dict[str, Any]:
@@ -266,29 +288,48 @@ def _input(block: dict[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def validate_tool_pairing(wire: list[dict[str, Any]]) -> None:
-    """Every tool call answered in the very next user message, every result matched (``INVALID_REQUEST``)."""
-    pending: set[str] = set()
-    for message in wire:
+class ToolPairing:
+    """Every tool call answered in the very next user message, every result matched (``INVALID_REQUEST``),
+    checked message by message; the first problem is kept and raised by ``end``, so the conversion's own
+    errors of later messages still come first."""
+
+    __slots__ = ("pending", "problem")
+
+    def __init__(self) -> None:
+        self.pending: frozenset[str] = frozenset()
+        self.problem: str | None = None
+
+    def feed(self, message: dict[str, Any]) -> None:
+        if self.problem is None:
+            self.problem = self._check(message)
+
+    def _check(self, message: dict[str, Any]) -> str | None:
+        pending = self.pending
         if message["role"] == "assistant":
             if pending:
-                raise _invalid("tool calls need immediate results")
+                return "tool calls need immediate results"
             ids = [p["id"] for p in message["content"] if p["type"] == "tool_use"]
             if len(set(ids)) != len(ids):
-                raise _invalid("duplicate tool call id")
-            pending = set(ids)
+                return "duplicate tool call id"
+            self.pending = frozenset(ids)
         elif message["role"] == "user":
-            for part in message["content"]:
-                if part["type"] == "tool_result":
-                    if part["tool_use_id"] not in pending:
-                        raise _invalid("tool result has no matching call")
-                    pending.discard(part["tool_use_id"])
+            answered = [p["tool_use_id"] for p in message["content"] if p["type"] == "tool_result"]
+            for call_id in answered:
+                if call_id not in pending:
+                    return "tool result has no matching call"
+                pending = pending - {call_id}
             if pending:
-                raise _invalid("tool calls need immediate results")
+                return "tool calls need immediate results"
+            self.pending = pending
         elif pending:
-            raise _invalid("tool calls need immediate results")
-    if pending:
-        raise _invalid("history ends with unresolved tools")
+            return "tool calls need immediate results"
+        return None
+
+    def end(self) -> None:
+        if self.problem is None and self.pending:
+            self.problem = "history ends with unresolved tools"
+        if self.problem is not None:
+            raise _invalid(self.problem)
 
 
 # -- response --------------------------------------------------------------------------------

@@ -163,10 +163,27 @@ def make_client(
     )
 
 
+def compact_json(value: Any) -> str:
+    """The compact JSON text of request bodies (non-ASCII kept)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Encoded(list[Any]):
+    """A list whose compact JSON is already known: a session's history, mostly encoded at earlier steps."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, items: list[Any], text: str) -> None:
+        super().__init__(items)
+        self.json = text
+
+
 def encode_body(body: dict[str, Any]) -> bytes:
-    """Compact JSON bytes with the body's key order; never fails on text (unpaired surrogates, which a log
-    written before they were replaced at the boundary may hold, go out as U+FFFD)."""
-    return utf8(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
+    """Compact JSON bytes with the body's key order, :class:`Encoded` members written as they are; never fails
+    on text (unpaired surrogates, which a log written before they were replaced at the boundary may hold, go
+    out as U+FFFD)."""
+    members = (f"{compact_json(k)}:{v.json if type(v) is Encoded else compact_json(v)}" for k, v in body.items())
+    return utf8("{" + ",".join(members) + "}")
 
 
 # -- transport -------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ changes between requests, a switch of model and a request without a session.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from pydsh.llm import http
 from pydsh.llm.deepseek import Config, DeepSeekAdapter, MessagesRequest
 from pydsh.llm.openai_compat import ChatHistory, OpenAICompatAdapter, ProviderConfig
 from pydsh.llm.prefix import PrefixCache, frozen_run
+from pydsh.llm.types import LlmError
 from pydsh.session.events import snapshot
 from tests.llm.test_deepseek import MODEL, assistant, call, text, tool_result
 
@@ -45,11 +47,14 @@ class Route:
         return OpenAICompatAdapter([ProviderConfig(id="r", baseURL="http://mock.invalid", dialect="deepseek")])
 
     async def body(self, adapter: Any, options: dict[str, Any]) -> bytes:
+        """The body's bytes, asserted equal to a plain encoding of the whole body (no JSON kept from earlier)."""
         if self.kind == "deepseek":
             body, _changes = await adapter.build_body(options)
         else:
             body = adapter.build_body(options, adapter.route("r"))
-        return http.encode_body(body)
+        encoded = http.encode_body(body)
+        assert encoded == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return encoded
 
     async def check(self, messages: list[dict[str, Any]], model: str = MODEL, **extra: Any) -> bytes:
         """The kept path's bytes, asserted equal to a fresh adapter's."""
@@ -145,3 +150,15 @@ def test_the_frozen_run_stops_at_a_plain_message() -> None:
     messages = [frozen, frozen, {"role": "user", "content": []}, frozen]
     assert frozen_run(messages, 0) == 2
     assert frozen_run(messages, 3) == 4
+
+
+async def test_a_later_conversion_error_still_comes_before_an_earlier_pairing_error() -> None:
+    """Tool pairing is checked as messages settle, but reported at the end, as when it ran over the whole wire."""
+    unanswered = snapshot(assistant(call("c1"), mid="a1"))
+    strange = snapshot(assistant({"type": "image", "attachment": "x"}, mid="a2"))
+    with pytest.raises(LlmError) as info:
+        await Route("deepseek").check([*opening(), unanswered, snapshot(text("user", "next", "u2")), strange])
+    assert info.value.code == "UNSUPPORTED_CONTENT"
+    with pytest.raises(LlmError) as info:
+        await Route("deepseek").check([*opening(), unanswered, snapshot(text("user", "next", "u2"))])
+    assert str(info.value).endswith("tool calls need immediate results")
