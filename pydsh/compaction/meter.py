@@ -142,11 +142,13 @@ class _Anchor:
 class _MeterFold:
     """Per-session fold: surface nodes with prices, the latest header, the usage anchor."""
 
-    __slots__ = ("__weakref__", "upto", "nodes", "prices", "surface", "header", "step_open", "anchor")
+    __slots__ = ("__weakref__", "upto", "nodes", "priced", "prices", "surface", "header", "step_open", "anchor")
 
     def __init__(self) -> None:
         self.upto = 0
         self.nodes: list[int] = []
+        self.priced: list[NodePrice] = []
+        """The nodes with their prices, kept beside ``nodes`` so a measurement copies them instead of building them."""
         self.prices: dict[int, int] = {}
         self.surface = 0
         self.header: dict[str, Any] | None = None
@@ -186,12 +188,14 @@ class _MeterFold:
         self.prices[seq] = price
         if op == "append":
             self.nodes.append(seq)
+            self.priced.append(NodePrice(seq, price, price))
             self.surface += price
             return
         first = self.nodes.index(op["startSeq"])
         last = self.nodes.index(op["endSeq"])
         removed = sum(self.prices[s] for s in self.nodes[first : last + 1])
         self.nodes[first : last + 1] = [seq]
+        self.priced[first : last + 1] = [NodePrice(seq, price, price)]
         self.surface += price - removed
 
 
@@ -232,8 +236,7 @@ class TokenMeter:
         fold = self._fold(session)
         header = request_header if request_header is not None else fold.header
         surface = fold.surface
-        prices = fold.prices
-        nodes = tuple(NodePrice(seq, prices[seq], prices[seq]) for seq in fold.nodes)
+        nodes = tuple(fold.priced)
         revision = len(session.events)
         if header is None and not nodes:
             return Measurement(revision, Baseline("none", 0), 0, 0, 0, nodes)
