@@ -142,7 +142,18 @@ class _Anchor:
 class _MeterFold:
     """Per-session fold: surface nodes with prices, the latest header, the usage anchor."""
 
-    __slots__ = ("__weakref__", "upto", "nodes", "priced", "prices", "surface", "header", "step_open", "anchor")
+    __slots__ = (
+        "__weakref__",
+        "upto",
+        "nodes",
+        "priced",
+        "prices",
+        "surface",
+        "header",
+        "step_open",
+        "anchor",
+        "tools",
+    )
 
     def __init__(self) -> None:
         self.upto = 0
@@ -154,6 +165,17 @@ class _MeterFold:
         self.header: dict[str, Any] | None = None
         self.step_open = False
         self.anchor: _Anchor | None = None
+        self.tools: tuple[object, int] = (None, 0)
+
+    def tools_tokens(self, header: dict[str, Any]) -> int:
+        """Price of a header's tools, kept for the session's (immutable) logged tool list: a process-wide slot
+        would be taken by another session's list at every step when many run at once."""
+        tools = header.get("tools")
+        if tools is not None and self.tools[0] is tools:
+            return self.tools[1]
+        price = tools_tokens(tools)
+        self.tools = (tools, price)
+        return price
 
     def sync(self, events: list[Event]) -> None:
         for i in range(self.upto, len(events)):
@@ -204,16 +226,6 @@ class TokenMeter:
 
     def __init__(self) -> None:
         self._folds: weakref.WeakKeyDictionary[Session, _MeterFold] = weakref.WeakKeyDictionary()
-        self._tools: tuple[object, int] = (None, 0)
-
-    def _tools_tokens(self, header: dict[str, Any]) -> int:
-        """Price of a header's tools, cached for the (immutable, shared) logged tool list."""
-        tools = header.get("tools")
-        if tools is not None and self._tools[0] is tools:
-            return self._tools[1]
-        price = tools_tokens(tools)
-        self._tools = (tools, price)
-        return price
 
     def _fold(self, session: Session) -> _MeterFold:
         fold = self._folds.get(session)
@@ -240,7 +252,7 @@ class TokenMeter:
         revision = len(session.events)
         if header is None and not nodes:
             return Measurement(revision, Baseline("none", 0), 0, 0, 0, nodes)
-        tools = self._tools_tokens(header) if header is not None else 0
+        tools = fold.tools_tokens(header) if header is not None else 0
         anchor = fold.anchor
         if anchor is not None and header is not None and _same_header(anchor.header, header):
             anchor_surface = anchor.surface_tokens + anchor.assistant_tokens
