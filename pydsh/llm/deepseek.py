@@ -18,7 +18,7 @@ from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
 from pydsh.llm import http
 from pydsh.llm.keys import LLM, LLM_TRANSPORT
-from pydsh.llm.prefix import PrefixCache, convert
+from pydsh.llm.prefix import PrefixCache, convert, whole
 from pydsh.llm.replay import ReplayReader
 from pydsh.llm.retry import RetryPolicyConfig
 from pydsh.llm.sse import drain, sse_events, typed_event
@@ -573,6 +573,7 @@ class DeepSeekAdapter:
         self.catalog = {m.id: m for m in (config.models if config.models is not None else SHIPPED_MODELS)}
         self.reader = ReplayReader(REPLAY_KIND, 1)
         self.prefixes: PrefixCache[MessagesRequest] = PrefixCache()
+        self.tool_lists: PrefixCache[http.Encoded] = PrefixCache()
         self._client: httpx.AsyncClient | None = None
         self._user_id: str | None = None
 
@@ -640,8 +641,9 @@ class DeepSeekAdapter:
             body["temperature"] = options["temperature"]
         if options.get("stop"):
             body["stop_sequences"] = list(options["stop"])
-        if options.get("tools"):
-            body["tools"] = [_wire_tool(t) for t in options["tools"]]
+        tools = options.get("tools")
+        if tools:
+            body["tools"] = whole(self.tool_lists, session, tools, lambda: http.encoded([_wire_tool(t) for t in tools]))
         return body, request.tool_changes
 
     def headers(self, options: dict[str, Any], key: str, tool_changes: bool) -> dict[str, str]:

@@ -147,7 +147,9 @@ def harness_headers(options: Mapping[str, Any], user_id: str | None) -> dict[str
 def make_client(
     connect_ms: float, idle_ms: float, urls: Iterable[str], transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:
-    """One pooled HTTP/1.1 client: no redirects, proxies from the environment, idle read timeout.
+    """One pooled HTTP/1.1 client: no redirects, proxies from the environment, idle read timeout, and no cap on
+    connections: one process may host hundreds of agents calling models at once (httpx's default of 100
+    connections, 20 kept alive, queued the rest until its pool timeout and closed most connections after use).
 
     When every URL it will reach is plain ``http://`` and no proxy is configured, no TLS can
     happen, so the CA bundle is not loaded (about 90 ms off the first call to a local server).
@@ -158,8 +160,9 @@ def make_client(
     timeout = httpx.Timeout(connect=connect_ms / 1000, read=idle_ms / 1000, write=30.0, pool=30.0)
     proxied = any(name.lower().endswith("_proxy") for name in os.environ)
     plain = transport is not None or (not proxied and all(url.startswith("http://") for url in urls))
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     return httpx.AsyncClient(
-        timeout=timeout, follow_redirects=False, trust_env=True, verify=not plain, transport=transport
+        timeout=timeout, follow_redirects=False, trust_env=True, verify=not plain, transport=transport, limits=limits
     )
 
 
@@ -176,6 +179,10 @@ class Encoded(list[Any]):
     def __init__(self, items: list[Any], text: str) -> None:
         super().__init__(items)
         self.json = text
+
+
+def encoded(items: list[Any]) -> Encoded:
+    return Encoded(items, compact_json(items))
 
 
 def encode_body(body: dict[str, Any]) -> bytes:

@@ -19,7 +19,7 @@ from pydsh.kernel.context import Context
 from pydsh.llm import http
 from pydsh.llm.deepseek import EFFORTS
 from pydsh.llm.keys import LLM, LLM_TRANSPORT
-from pydsh.llm.prefix import PrefixCache, convert
+from pydsh.llm.prefix import PrefixCache, convert, whole
 from pydsh.llm.retry import RetryPolicyConfig
 from pydsh.llm.sse import drain, sse_events
 from pydsh.llm.types import LlmError, ModelInfo, ProviderInfo, StreamChunk
@@ -125,13 +125,20 @@ class ChatHistory:
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
         self.out: list[dict[str, Any]] = []
+        self.encoded: list[str] = []
+        """The JSON of each wire message."""
         self.system: str | None = None
 
     def fork(self) -> ChatHistory:
         """A copy to go on adding to (the wire messages built so far are shared, never changed)."""
         twin = copy.copy(self)
         twin.out = list(self.out)
+        twin.encoded = list(self.encoded)
         return twin
+
+    def append(self, message: dict[str, Any]) -> None:
+        self.out.append(message)
+        self.encoded.append(http.compact_json(message))
 
     def add(self, message: dict[str, Any]) -> None:
         role = message.get("role")
@@ -140,23 +147,36 @@ class ChatHistory:
         elif role == "developer":
             text = _joined(message, ("text",), "developer")
             if text:
-                self.out.append({"role": "system", "content": text})
+                self.append({"role": "system", "content": text})
         elif role == "user":
             text = _joined(message, ("text",), "user")
             if text:
-                self.out.append({"role": "user", "content": text})
+                self.append({"role": "user", "content": text})
         elif role == "assistant":
-            self.out.append(_assistant(message, self.dialect))
+            self.append(_assistant(message, self.dialect))
         elif role == "tool":
             text = _joined(message, ("text",), "tool")
-            self.out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
+            self.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
         else:
             raise _unsupported(f"{role} messages")
 
-    def finish(self, system: str | None) -> list[dict[str, Any]]:
-        """The wire messages, led by the request's and the history's system text when there is any."""
+    def finish(self, system: str | None) -> http.Encoded:
+        """The wire messages with their JSON, led by the request's and the history's system text when there is any."""
         system_text = "\n\n".join(s for s in (system, self.system) if s)
-        return ([{"role": "system", "content": system_text}] if system_text else []) + self.out
+        if not system_text:
+            return http.Encoded(self.out, "[" + ",".join(self.encoded) + "]")
+        lead = {"role": "system", "content": system_text}
+        return http.Encoded([lead, *self.out], "[" + ",".join([http.compact_json(lead), *self.encoded]) + "]")
+
+
+def _functions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
+        }
+        for t in tools
+    ]
 
 
 def _assistant(message: dict[str, Any], dialect: str) -> dict[str, Any]:
@@ -325,6 +345,7 @@ class OpenAICompatAdapter:
         self.providers = {p.id: p for p in providers}
         self.transport = transport
         self.prefixes: PrefixCache[ChatHistory] = PrefixCache()
+        self.tool_lists: PrefixCache[http.Encoded] = PrefixCache()
         self._client: httpx.AsyncClient | None = None
         self._user_id: str | None = None
 
@@ -361,7 +382,7 @@ class OpenAICompatAdapter:
                 info["reasoning"]["defaultEffort"] = config.reasoning.defaultEffort
         return info
 
-    def wire_messages(self, options: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
+    def wire_messages(self, options: dict[str, Any], dialect: str) -> http.Encoded:
         """The request's chat messages, resumed from the session's converted prefix when it has one."""
         session = options.get("sessionId")
         key = (session, dialect) if session else None
@@ -383,14 +404,11 @@ class OpenAICompatAdapter:
                 body["reasoning_effort"] = effort
         elif effort is not None and config.reasoning is not None:
             body["reasoning_effort"] = effort
-        if options.get("tools"):
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
-                }
-                for t in options["tools"]
-            ]
+        tools = options.get("tools")
+        if tools:
+            body["tools"] = whole(
+                self.tool_lists, options.get("sessionId"), tools, lambda: http.encoded(_functions(tools))
+            )
         if options.get("temperature") is not None:
             body["temperature"] = options["temperature"]
         if options.get("maxTokens"):

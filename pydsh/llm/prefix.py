@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydsh.session.events import FrozenDict
@@ -85,3 +85,15 @@ def convert(cache: PrefixCache[C], key: Hashable | None, fresh: C, messages: Seq
     for message in messages[end:]:
         converter.add(message)
     return converter
+
+
+def whole(cache: PrefixCache[S], key: Hashable | None, items: Sequence[dict[str, Any]], build: Callable[[], S]) -> S:
+    """``build()``, kept under ``key`` while the request carries the very same (frozen) ``items``: a session's
+    logged tool list comes back unchanged at every step until its header changes."""
+    kept = cache.resume(key, items) if key is not None else None
+    if kept is not None and kept[0] == len(items):
+        return kept[1]
+    value = build()
+    if key is not None and frozen_run(items, 0) == len(items):
+        cache.store(key, items, value)
+    return value

@@ -624,3 +624,25 @@ async def test_a_finished_stream_is_read_to_its_end_within_a_bound() -> None:
     await drain(finite())
     await drain(endless())
     assert read == [("ping", ""), ("", "trailing")]
+
+
+async def test_more_concurrent_calls_than_a_default_pool_holds_all_reach_the_model() -> None:
+    """One process may host hundreds of agents at once: the pool caps none of their model calls (httpx's
+    default of 100 connections made the rest queue, and fail after the pool timeout)."""
+    calls = 120
+    waiting: list[dict[str, Any]] = []
+    arrived = asyncio.Event()
+
+    async def hold(body: dict[str, Any]) -> None:
+        waiting.append(body)
+        if len(waiting) == calls:
+            arrived.set()
+        await arrived.wait()
+
+    async with MockModelServer(["success"], repeat_last=True, hold=hold) as server:
+        adapter = DeepSeekAdapter(Config(), base_url=server.base_url)
+        messages = [text("user", "hi", "u1")]
+        runs = [collect(adapter.stream({"model": MODEL, "messages": messages})) for _ in range(calls)]
+        results = await asyncio.gather(*runs)
+        await adapter.aclose()
+    assert [r[-1]["type"] for r in results] == ["finish"] * calls

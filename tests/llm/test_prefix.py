@@ -162,3 +162,23 @@ async def test_a_later_conversion_error_still_comes_before_an_earlier_pairing_er
     with pytest.raises(LlmError) as info:
         await Route("deepseek").check([*opening(), unanswered, snapshot(text("user", "next", "u2"))])
     assert str(info.value).endswith("tool calls need immediate results")
+
+
+def tool_list(description: str) -> list[dict[str, Any]]:
+    return snapshot([{"name": "read", "description": description, "parameters": {"type": "object"}}])
+
+
+@pytest.mark.parametrize("kind", ADAPTERS)
+async def test_a_session_tool_list_is_encoded_once_while_it_stays_the_same(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded: list[Any] = []
+    real = http.encoded
+    monkeypatch.setattr(http, "encoded", lambda items: encoded.append(items) or real(items))
+    route, history, tools = Route(kind), [*opening(), *step(1)], tool_list("Reads a file.")
+    await route.check(history, tools=tools)
+    encoded.clear()
+    await route.check([*history, *step(2)], tools=tools)
+    assert len(encoded) == 1
+    changed = await route.check([*history, *step(2)], tools=tool_list("Reads a file, page by page."))
+    assert b"page by page" in changed
