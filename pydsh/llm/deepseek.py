@@ -574,7 +574,7 @@ class DeepSeekAdapter:
         self.reader = ReplayReader(REPLAY_KIND, 1)
         self.prefixes: PrefixCache[MessagesRequest] = PrefixCache()
         self.tool_lists: PrefixCache[http.Encoded] = PrefixCache()
-        self._client: httpx.AsyncClient | None = None
+        self.clients = http.Clients(self._make_client)
         self._user_id: str | None = None
 
     # -- catalog ------------------------------------------------------------------------------
@@ -661,13 +661,9 @@ class DeepSeekAdapter:
             headers["anthropic-beta"] = "mid-conversation-tool-changes-2026-07-01"
         return headers
 
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            config = self.config
-            self._client = http.make_client(
-                config.connectTimeoutMs, config.streamIdleTimeoutMs, [self.url], self.transport
-            )
-        return self._client
+    def _make_client(self) -> httpx.AsyncClient:
+        config = self.config
+        return http.make_client(config.connectTimeoutMs, config.streamIdleTimeoutMs, [self.url], self.transport)
 
     async def stream(self, options: dict[str, Any]) -> AsyncIterator[StreamChunk]:
         """One provider attempt: validate, send, translate; failures raise ``LlmError``."""
@@ -675,7 +671,7 @@ class DeepSeekAdapter:
         body, tool_changes = await self.build_body(options)
         key = http.api_key(self.route, self.config.apiKeyEnv, required=True)
         assert key is not None
-        client = self.client()
+        client = self.clients.get(options.get("sessionId"))
         request = client.build_request(
             "POST", self.url, content=http.encode_body(body), headers=self.headers(options, key, tool_changes)
         )
@@ -693,10 +689,8 @@ class DeepSeekAdapter:
             raise LlmError(f"{PREFIX} stream ended before message_stop", "STREAM_CLOSED")
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        """Close the connection pools."""
+        await self.clients.aclose()
 
 
 def _wire_tool(tool: dict[str, Any]) -> dict[str, Any]:

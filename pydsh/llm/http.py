@@ -166,6 +166,33 @@ def make_client(
     )
 
 
+SHARDS = 16
+"""Connection pools per client: each session's calls go to one of them."""
+
+
+class Clients:
+    """The adapter's HTTP clients, a session's calls always on the same one. httpcore scans every connection of
+    a pool at each request and each release, so one pool serving hundreds of concurrent calls cost time
+    quadratic in them (half the CPU with 500 agents); a few pools keep each one small."""
+
+    def __init__(self, make: Callable[[], httpx.AsyncClient]) -> None:
+        self._make = make
+        self._pools: dict[int, httpx.AsyncClient] = {}
+
+    def get(self, session: object) -> httpx.AsyncClient:
+        shard = hash(session) % SHARDS if session else 0
+        client = self._pools.get(shard)
+        if client is None:
+            client = self._pools[shard] = self._make()
+        return client
+
+    async def aclose(self) -> None:
+        """Close every pool."""
+        pools, self._pools = list(self._pools.values()), {}
+        for client in pools:
+            await client.aclose()
+
+
 def compact_json(value: Any) -> str:
     """The compact JSON text of request bodies (non-ASCII kept)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -346,7 +346,7 @@ class OpenAICompatAdapter:
         self.transport = transport
         self.prefixes: PrefixCache[ChatHistory] = PrefixCache()
         self.tool_lists: PrefixCache[http.Encoded] = PrefixCache()
-        self._client: httpx.AsyncClient | None = None
+        self.clients = http.Clients(self._make_client)
         self._user_id: str | None = None
 
     def route(self, provider: str) -> ProviderConfig:
@@ -436,17 +436,13 @@ class OpenAICompatAdapter:
         config = self.route(options["provider"])
         body = self.build_body(options, config)
         headers = self.headers(options, config)
-        if self._client is None:
-            urls = [p.baseURL for p in self.providers.values()]
-            self._client = http.make_client(config.connectTimeoutMs, config.streamIdleTimeoutMs, urls, self.transport)
+        client = self.clients.get(options.get("sessionId"))
         timeout = httpx.Timeout(
             connect=config.connectTimeoutMs / 1000, read=config.streamIdleTimeoutMs / 1000, write=30.0, pool=30.0
         )
         url = config.baseURL.rstrip("/") + "/chat/completions"
-        request = self._client.build_request(
-            "POST", url, content=http.encode_body(body), headers=headers, timeout=timeout
-        )
-        async with http.opened(self._client, request, signal, PREFIX, http.chat_error) as response:
+        request = client.build_request("POST", url, content=http.encode_body(body), headers=headers, timeout=timeout)
+        async with http.opened(client, request, signal, PREFIX, http.chat_error) as response:
             translator = ChatTranslator()
             events = sse_events(response, signal, PREFIX)
             async for _name, data in events:
@@ -460,10 +456,14 @@ class OpenAICompatAdapter:
             raise LlmError("SSE stream ended without [DONE]", "STREAM_CLOSED")
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        """Close the connection pools."""
+        await self.clients.aclose()
+
+    def _make_client(self) -> httpx.AsyncClient:
+        """A pool for every route: the timeouts given per request override its own (the first route's)."""
+        first = next(iter(self.providers.values()))
+        urls = [p.baseURL for p in self.providers.values()]
+        return http.make_client(first.connectTimeoutMs, first.streamIdleTimeoutMs, urls, self.transport)
 
 
 name = "llm-openai-compat"

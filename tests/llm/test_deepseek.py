@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Row
+from pydsh.llm import http
 from pydsh.llm.deepseek import Config, DeepSeekAdapter, messages_url
 from pydsh.llm.keys import LLM
 from pydsh.llm.sse import drain
@@ -646,3 +647,19 @@ async def test_more_concurrent_calls_than_a_default_pool_holds_all_reach_the_mod
         results = await asyncio.gather(*runs)
         await adapter.aclose()
     assert [r[-1]["type"] for r in results] == ["finish"] * calls
+
+
+async def test_sessions_spread_over_a_few_pools_each_keeping_to_its_own() -> None:
+    """A pool costs time in the number of its connections at every call, so sessions do not all share one."""
+    made: list[object] = []
+
+    def make() -> Any:
+        made.append(object())
+        return made[-1]
+
+    clients = http.Clients(make)
+    sessions = [f"session-{i}" for i in range(200)]
+    chosen = [clients.get(s) for s in sessions]
+    assert [clients.get(s) for s in sessions] == chosen
+    assert 1 < len(made) <= http.SHARDS
+    assert clients.get(None) is clients.get(None)
