@@ -12,7 +12,9 @@ Then ``--sessions`` sessions of the same 10-step task are prompted at once in on
 time, the server's CPU time and peak RSS. Both run in the reference runtime too with ``--reference``
 (EXE defaults to ``$PYDSH_REFERENCE_DSH``). Last, ``--busy-sessions`` 10-step sessions run at once
 while a probe times requests answered in process: ``session/working-directory/get`` of a live session
-and ``session/status`` (not a method of wire 0.2: answered with its error, through the same queue).
+and ``session/status`` (not a method of wire 0.2: answered with its error, through the same queue); once
+per ``--busy-model-s`` value, the time each model call takes (0: the server is saturated, and a request
+waits behind whatever the event loop has queued).
 Zero skips a part (``--tasks 0`` skips the batch backends).
 """
 
@@ -167,17 +169,25 @@ async def step_cpu(label: str, at: list[int], dsh_bin: str) -> None:
     print(f"{label:<9} harness CPU per read step (median of steps n-{WINDOW}..n+{WINDOW - 1}): {medians}")
 
 
-async def busy_probe(sessions: int, dsh_bin: str) -> None:
-    """``sessions`` 10-step prompts at once; meanwhile the latency of two requests answered in process."""
+async def busy_probe(sessions: int, dsh_bin: str, model_s: float) -> None:
+    """``sessions`` 10-step prompts at once, each model call taking ``model_s``; meanwhile the latency of two
+    requests answered in process."""
+
+    async def thinking(body: dict[str, Any]) -> None:
+        await asyncio.sleep(model_s)
+
     with tempfile.TemporaryDirectory(prefix="pydsh-bench-busy-") as tmp:
         workspace = workspace_in(tmp)
-        async with MockModelServer(choose=ten_steps, chunkDelayMs=0) as server:
+        async with MockModelServer(choose=ten_steps, chunkDelayMs=0, hold=thinking if model_s else None) as server:
             options: dict[str, Any] = {"cwd": workspace, "dsh_home": Path(tmp) / "home", "base_url": server.base_url}
             async with AsyncHarness(api_key="sk-bench", request_timeout=600, dsh_bin=dsh_bin, **options) as harness:
                 probe = harness.session()
                 await probe.run("Read a.txt ten times.")
                 run = asyncio.gather(*(harness.run("Read a.txt ten times.") for _ in range(sessions)))
                 cwd_ms, status_ms = [], []
+                proc = harness.client.proc
+                assert proc is not None
+                started, cpu_before = time.perf_counter(), cpu_s(proc.pid)
                 while not run.done():
                     await asyncio.sleep(0.1)
                     started = time.perf_counter()
@@ -188,10 +198,15 @@ async def busy_probe(sessions: int, dsh_bin: str) -> None:
                         await harness.client.request("session/status", {"sessionId": probe.id})
                     status_ms.append((time.perf_counter() - started) * 1000)
                 await run
+                wall, cpu = time.perf_counter() - started, cpu_s(proc.pid) - cpu_before
+    print(
+        f"{sessions} sessions x {STEPS} read steps, model calls of {model_s:g} s: {wall:.1f} s wall, "
+        f"server CPU {cpu:.1f} s ({cpu / wall * 100:.0f}% of a core, {cpu / sessions / STEPS * 1000:.1f} ms per step)"
+    )
     for name, values in (("session/working-directory/get", cwd_ms), ("session/status (error reply)", status_ms)):
         ordered = sorted(values)
         print(
-            f"{name:<29} while {sessions} sessions run: median {statistics.median(ordered):.1f} ms, "
+            f"  {name:<29} median {statistics.median(ordered):.1f} ms, "
             f"p95 {ordered[int(len(ordered) * 0.95)]:.1f} ms, max {ordered[-1]:.1f} ms ({len(ordered)} probes)"
         )
 
@@ -204,6 +219,9 @@ async def main() -> None:
     parser.add_argument("--step-cpu", default="50,200", help="step counts to report CPU at ('' skips)")
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--busy-sessions", type=int, default=500)
+    parser.add_argument(
+        "--busy-model-s", default="0,5", help="seconds each model call takes in the busy runs, one run per value"
+    )
     parser.add_argument("--reference", nargs="?", const=os.environ.get("PYDSH_REFERENCE_DSH", ""), default=None)
     args = parser.parse_args()
     if args.reference == "":
@@ -222,7 +240,8 @@ async def main() -> None:
         if args.reference:
             await concurrent_sessions("reference", args.sessions, args.reference)
     if args.busy_sessions:
-        await busy_probe(args.busy_sessions, pydsh)
+        for model_s in args.busy_model_s.split(","):
+            await busy_probe(args.busy_sessions, pydsh, float(model_s))
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
