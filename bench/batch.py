@@ -187,7 +187,7 @@ async def busy_probe(sessions: int, dsh_bin: str, model_s: float) -> None:
                 cwd_ms, status_ms = [], []
                 proc = harness.client.proc
                 assert proc is not None
-                started, cpu_before = time.perf_counter(), cpu_s(proc.pid)
+                begun, cpu_before = time.perf_counter(), cpu_s(proc.pid)
                 while not run.done():
                     await asyncio.sleep(0.1)
                     started = time.perf_counter()
@@ -198,7 +198,7 @@ async def busy_probe(sessions: int, dsh_bin: str, model_s: float) -> None:
                         await harness.client.request("session/status", {"sessionId": probe.id})
                     status_ms.append((time.perf_counter() - started) * 1000)
                 await run
-                wall, cpu = time.perf_counter() - started, cpu_s(proc.pid) - cpu_before
+                wall, cpu = time.perf_counter() - begun, cpu_s(proc.pid) - cpu_before
     print(
         f"{sessions} sessions x {STEPS} read steps, model calls of {model_s:g} s: {wall:.1f} s wall, "
         f"server CPU {cpu:.1f} s ({cpu / wall * 100:.0f}% of a core, {cpu / sessions / STEPS * 1000:.1f} ms per step)"
