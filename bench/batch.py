@@ -1,12 +1,21 @@
-"""Batch benchmark: 50 scripted tasks through the local pool and through Ray, and 100 concurrent sessions
-in one SDK process beside the reference runtime.
+"""Batch benchmark: 50 scripted tasks through the local pool and through Ray, the SDK server's CPU per
+step as a session grows, 100 concurrent sessions in one SDK process beside the reference runtime, and
+the server's responsiveness while 500 sessions run.
 
-Run: python bench/batch.py [--tasks 50] [--workers 2] [--no-ray] [--sessions 100] [--reference [EXE]]
+Run: python bench/batch.py [--tasks 50] [--workers 2] [--no-ray] [--step-cpu 50,200] [--sessions 100]
+     [--busy-sessions 500] [--reference [EXE]]
 Each task reads a file nine times and answers (10 steps) against the loopback mock model. Printed per
 backend: tasks/s, harness CPU per step (the worker's own CPU time while it ran the task, over its
-steps), the peak RSS of a worker. Then ``--sessions`` sessions of the same 10-step task are prompted at
-once in one ``pydsh --profile sdk`` process (and, with ``--reference``, in the reference runtime; EXE
-defaults to ``$PYDSH_REFERENCE_DSH``): wall time, the server's CPU time and peak RSS.
+steps), the peak RSS of a worker. ``--step-cpu`` runs one session of read steps in one ``pydsh
+--profile sdk`` process and prints the median server CPU of one step around each given step count.
+Then ``--sessions`` sessions of the same 10-step task are prompted at once in one SDK process: wall
+time, the server's CPU time and peak RSS. Both run in the reference runtime too with ``--reference``
+(EXE defaults to ``$PYDSH_REFERENCE_DSH``). Last, ``--busy-sessions`` 10-step sessions run at once
+while a probe times requests answered in process: ``session/working-directory/get`` of a live session
+and ``session/status`` (not a method of wire 0.2: answered with its error, through the same queue); once
+per ``--busy-model-s`` value, the time each model call takes (0: the server is saturated, and a request
+waits behind whatever the event loop has queued).
+Zero skips a part (``--tasks 0`` skips the batch backends).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import io
+import itertools
 import json
 import os
 import statistics
@@ -30,17 +40,25 @@ sys.path.insert(0, str(REPO))
 from pydsh.batch.local import LocalBackend  # noqa: E402
 from pydsh.batch.progress import PlainDisplay  # noqa: E402
 from pydsh.batch.runner import Backend, Batch, Options  # noqa: E402
-from pydsh.sdk.client import AsyncHarness  # noqa: E402
+from pydsh.sdk.client import AsyncHarness, JsonRpcError  # noqa: E402
 from pydsh.testing.mock_model_server import MockModelServer  # noqa: E402
 
 READ = {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]}
 STEPS = 10
+WINDOW = 10
 
 
-def ten_steps(body: dict[str, Any]) -> Any:
-    """Nine reads, then the answer, whatever session asks (its history says how far it is)."""
-    done = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-    return READ if done < STEPS - 1 else {"text": "Read it ten times."}
+def read_steps(steps: int) -> Any:
+    """A model that reads ``steps - 1`` times, then answers, whatever session asks (its history says how far it is)."""
+
+    def choose(body: dict[str, Any]) -> Any:
+        done = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        return READ if done < steps - 1 else {"text": "Read it."}
+
+    return choose
+
+
+ten_steps = read_steps(STEPS)
 
 
 def task_file(directory: Path, count: int) -> Path:
@@ -101,9 +119,7 @@ def peak_rss_mb(pid: int) -> float:
 async def concurrent_sessions(label: str, sessions: int, dsh_bin: str | None) -> None:
     """``sessions`` 10-step prompts at once in one SDK process: wall, server CPU, peak RSS."""
     with tempfile.TemporaryDirectory(prefix="pydsh-bench-sessions-") as tmp:
-        workspace = Path(tmp) / "ws"
-        workspace.mkdir()
-        (workspace / "a.txt").write_text("alpha\nbeta\n")
+        workspace = workspace_in(tmp)
         async with MockModelServer(choose=ten_steps, chunkDelayMs=0) as server:
             options: dict[str, Any] = {"cwd": workspace, "dsh_home": Path(tmp) / "home", "base_url": server.base_url}
             if dsh_bin is not None:
@@ -124,16 +140,113 @@ async def concurrent_sessions(label: str, sessions: int, dsh_bin: str | None) ->
     )
 
 
+def workspace_in(tmp: str) -> Path:
+    workspace = Path(tmp) / "ws"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("alpha\nbeta\n")
+    return workspace
+
+
+async def step_cpu(label: str, at: list[int], dsh_bin: str) -> None:
+    """One session of read steps; the server's CPU between consecutive ``step/start`` events, median around each count."""
+    steps = max(at) + WINDOW
+    with tempfile.TemporaryDirectory(prefix="pydsh-bench-steps-") as tmp:
+        workspace = workspace_in(tmp)
+        async with MockModelServer(choose=read_steps(steps), chunkDelayMs=0) as server:
+            options: dict[str, Any] = {"cwd": workspace, "dsh_home": Path(tmp) / "home", "base_url": server.base_url}
+            async with AsyncHarness(api_key="sk-bench", request_timeout=600, dsh_bin=dsh_bin, **options) as harness:
+                proc = harness.client.proc
+                assert proc is not None
+                marks: list[float] = []
+
+                def mark(event: dict[str, Any]) -> None:
+                    if event["type"] == "step/start":
+                        marks.append(cpu_s(proc.pid))
+
+                await harness.session().run("Read a.txt again and again.", on_event=mark)
+    cost = [(b - a) * 1000 for a, b in itertools.pairwise(marks)]
+    medians = ", ".join(f"{statistics.median(cost[n - WINDOW : n + WINDOW]):.1f} ms at {n}" for n in at)
+    print(f"{label:<9} harness CPU per read step (median of steps n-{WINDOW}..n+{WINDOW - 1}): {medians}")
+
+
+async def busy_probe(sessions: int, dsh_bin: str, model_s: float) -> None:
+    """``sessions`` 10-step prompts at once, each model call taking ``model_s``; meanwhile the latency of two
+    requests answered in process."""
+
+    async def thinking(body: dict[str, Any]) -> None:
+        await asyncio.sleep(model_s)
+
+    with tempfile.TemporaryDirectory(prefix="pydsh-bench-busy-") as tmp:
+        workspace = workspace_in(tmp)
+        async with MockModelServer(choose=ten_steps, chunkDelayMs=0, hold=thinking if model_s else None) as server:
+            options: dict[str, Any] = {"cwd": workspace, "dsh_home": Path(tmp) / "home", "base_url": server.base_url}
+            async with AsyncHarness(api_key="sk-bench", request_timeout=600, dsh_bin=dsh_bin, **options) as harness:
+                probe = harness.session()
+                await probe.run("Read a.txt ten times.")
+                run = asyncio.gather(*(harness.run("Read a.txt ten times.") for _ in range(sessions)))
+                cwd_ms, status_ms = [], []
+                proc = harness.client.proc
+                assert proc is not None
+                begun, cpu_before = time.perf_counter(), cpu_s(proc.pid)
+                while not run.done():
+                    await asyncio.sleep(0.1)
+                    started = time.perf_counter()
+                    await probe.get_working_directory()
+                    cwd_ms.append((time.perf_counter() - started) * 1000)
+                    started = time.perf_counter()
+                    with contextlib.suppress(JsonRpcError):
+                        await harness.client.request("session/status", {"sessionId": probe.id})
+                    status_ms.append((time.perf_counter() - started) * 1000)
+                await run
+                wall, cpu = time.perf_counter() - begun, cpu_s(proc.pid) - cpu_before
+    print(
+        f"{sessions} sessions x {STEPS} read steps, model calls of {model_s:g} s: {wall:.1f} s wall, "
+        f"server CPU {cpu:.1f} s ({cpu / wall * 100:.0f}% of a core, {cpu / sessions / STEPS * 1000:.1f} ms per step)"
+    )
+    for name, values in (("session/working-directory/get", cwd_ms), ("session/status (error reply)", status_ms)):
+        ordered = sorted(values)
+        print(
+            f"  {name:<29} median {statistics.median(ordered):.1f} ms, "
+            f"p95 {ordered[int(len(ordered) * 0.95)]:.1f} ms, max {ordered[-1]:.1f} ms ({len(ordered)} probes)"
+        )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--step-cpu", default="50,200", help="step counts to report CPU at ('' skips)")
     parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--busy-sessions", type=int, default=500)
+    parser.add_argument(
+        "--busy-model-s", default="0,5", help="seconds each model call takes in the busy runs, one run per value"
+    )
     parser.add_argument("--reference", nargs="?", const=os.environ.get("PYDSH_REFERENCE_DSH", ""), default=None)
     args = parser.parse_args()
     if args.reference == "":
         raise SystemExit("--reference needs the reference executable (or PYDSH_REFERENCE_DSH)")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.tasks:
+        await backends(args)
+    pydsh = str(Path(sys.executable).parent / "pydsh")
+    if args.step_cpu:
+        at = [int(n) for n in args.step_cpu.split(",")]
+        await step_cpu("pydsh", at, pydsh)
+        if args.reference:
+            await step_cpu("reference", at, args.reference)
+    if args.sessions:
+        await concurrent_sessions("pydsh", args.sessions, pydsh)
+        if args.reference:
+            await concurrent_sessions("reference", args.sessions, args.reference)
+    if args.busy_sessions:
+        for model_s in args.busy_model_s.split(","):
+            await busy_probe(args.busy_sessions, pydsh, float(model_s))
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+async def backends(args: argparse.Namespace) -> None:
+    """The batch on the local pool, then on Ray when it is installed."""
     async with MockModelServer(choose=ten_steps, chunkDelayMs=0) as server:
         os.environ |= {"DEEPSEEK_BASE_URL": server.base_url, "DEEPSEEK_API_KEY": "sk-bench"}
         await one_backend("local", args.tasks, args.workers, LocalBackend)
@@ -148,10 +261,6 @@ async def main() -> None:
                     await one_backend("ray", args.tasks, args.workers, ray_backend)
                 finally:
                     ray.shutdown()
-    if args.sessions:
-        await concurrent_sessions("pydsh", args.sessions, str(Path(sys.executable).parent / "pydsh"))
-        if args.reference:
-            await concurrent_sessions("reference", args.sessions, args.reference)
 
 
 if __name__ == "__main__":

@@ -443,9 +443,17 @@ class Instructions:
         self.ctx = ctx
         self.config = config
         self.reader = FileReader(config.maxSourceBytes)
+        self._identities: dict[tuple[str, str], str] = {}
 
     def identity(self, cwd: str, root: str) -> str:
-        """What a baseline depends on besides file contents; a change re-baselines (JSON as the reference writes it)."""
+        """What a baseline depends on besides file contents; a change re-baselines (JSON as the reference writes it).
+        Built once per working directory and root: every step of every session asks."""
+        known = self._identities.get((cwd, root))
+        if known is None:
+            known = self._identities[cwd, root] = self._identity(cwd, root)
+        return known
+
+    def _identity(self, cwd: str, root: str) -> str:
         relative = os.path.relpath(root, cwd)
         fields = {
             "projectRoot": "" if relative == "." else relative,

@@ -30,11 +30,12 @@ def canonical_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def canonical_header(config: dict[str, Any], adapter_defaults: dict[str, Any], tools: list[Any]) -> dict[str, Any]:
+    """The header a step would log; it shares the tool schemas (only compared, or copied when appended)."""
     header: dict[str, Any] = {"config": canonical_config(config)}
     if adapter_defaults:
         header["adapterDefaults"] = dict(adapter_defaults)
     if tools:
-        header["tools"] = [thaw(t) for t in tools]
+        header["tools"] = list(tools)
     return header
 
 
@@ -94,7 +95,7 @@ class RequestBuilder:
         if prepared is not None and prepared.tool_update:
             return False
         baseline = self.agent.session.request_header()
-        return baseline is not None and thaw(baseline.get("tools", [])) != [thaw(t) for t in tools]
+        return baseline is not None and baseline.get("tools", []) != list(tools)
 
     def starts_series(self, requested: bool) -> bool:
         generation = self.agent.session.surface.content_generation
@@ -116,7 +117,7 @@ class RequestBuilder:
             reason = "initial" if baseline is None else "resume"
             header_seq = session.append("request/header", {"header": header, "reason": reason, **series})["seq"]
             self.header_logged = True
-        elif baseline is None or header != thaw(baseline):
+        elif baseline is None or header != baseline:
             header_seq = session.append("request/header", {"header": header, "reason": "change", **series})["seq"]
         elif starts:
             session.append("request/header", {"header": header, "reason": "series"})

@@ -10,14 +10,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydsh.kernel.text import utf16_len
 from pydsh.session.surface import derive_event_message
-
-
-def utf16_len(text: str) -> int:
-    """Length of ``text`` in UTF-16 code units (astral characters count twice)."""
-    if text.isascii():
-        return len(text)
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
 def _ceil4(n: int) -> int:

@@ -142,16 +142,40 @@ class _Anchor:
 class _MeterFold:
     """Per-session fold: surface nodes with prices, the latest header, the usage anchor."""
 
-    __slots__ = ("__weakref__", "upto", "nodes", "prices", "surface", "header", "step_open", "anchor")
+    __slots__ = (
+        "__weakref__",
+        "upto",
+        "nodes",
+        "priced",
+        "prices",
+        "surface",
+        "header",
+        "step_open",
+        "anchor",
+        "tools",
+    )
 
     def __init__(self) -> None:
         self.upto = 0
         self.nodes: list[int] = []
+        self.priced: list[NodePrice] = []
+        """The nodes with their prices, kept beside ``nodes`` so a measurement copies them instead of building them."""
         self.prices: dict[int, int] = {}
         self.surface = 0
         self.header: dict[str, Any] | None = None
         self.step_open = False
         self.anchor: _Anchor | None = None
+        self.tools: tuple[object, int] = (None, 0)
+
+    def tools_tokens(self, header: dict[str, Any]) -> int:
+        """Price of a header's tools, kept for the session's (immutable) logged tool list: a process-wide slot
+        would be taken by another session's list at every step when many run at once."""
+        tools = header.get("tools")
+        if tools is not None and self.tools[0] is tools:
+            return self.tools[1]
+        price = tools_tokens(tools)
+        self.tools = (tools, price)
+        return price
 
     def sync(self, events: list[Event]) -> None:
         for i in range(self.upto, len(events)):
@@ -186,12 +210,14 @@ class _MeterFold:
         self.prices[seq] = price
         if op == "append":
             self.nodes.append(seq)
+            self.priced.append(NodePrice(seq, price, price))
             self.surface += price
             return
         first = self.nodes.index(op["startSeq"])
         last = self.nodes.index(op["endSeq"])
         removed = sum(self.prices[s] for s in self.nodes[first : last + 1])
         self.nodes[first : last + 1] = [seq]
+        self.priced[first : last + 1] = [NodePrice(seq, price, price)]
         self.surface += price - removed
 
 
@@ -200,16 +226,6 @@ class TokenMeter:
 
     def __init__(self) -> None:
         self._folds: weakref.WeakKeyDictionary[Session, _MeterFold] = weakref.WeakKeyDictionary()
-        self._tools: tuple[object, int] = (None, 0)
-
-    def _tools_tokens(self, header: dict[str, Any]) -> int:
-        """Price of a header's tools, cached for the (immutable, shared) logged tool list."""
-        tools = header.get("tools")
-        if tools is not None and self._tools[0] is tools:
-            return self._tools[1]
-        price = tools_tokens(tools)
-        self._tools = (tools, price)
-        return price
 
     def _fold(self, session: Session) -> _MeterFold:
         fold = self._folds.get(session)
@@ -232,12 +248,11 @@ class TokenMeter:
         fold = self._fold(session)
         header = request_header if request_header is not None else fold.header
         surface = fold.surface
-        prices = fold.prices
-        nodes = tuple(NodePrice(seq, prices[seq], prices[seq]) for seq in fold.nodes)
+        nodes = tuple(fold.priced)
         revision = len(session.events)
         if header is None and not nodes:
             return Measurement(revision, Baseline("none", 0), 0, 0, 0, nodes)
-        tools = self._tools_tokens(header) if header is not None else 0
+        tools = fold.tools_tokens(header) if header is not None else 0
         anchor = fold.anchor
         if anchor is not None and header is not None and _same_header(anchor.header, header):
             anchor_surface = anchor.surface_tokens + anchor.assistant_tokens

@@ -27,3 +27,11 @@ def utf8(text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return without_lone_surrogates(text).encode("utf-8")
+
+
+def utf16_len(text: str) -> int:
+    """Length of ``text`` in UTF-16 code units, JavaScript's ``length`` (astral characters count twice); the
+    token heuristic prices every message with it, so it is counted by the codec rather than per character."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2

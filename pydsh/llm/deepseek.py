@@ -7,6 +7,7 @@ I/O; the SSE response is translated into harness stream chunks by :class:`Messag
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import AsyncIterator
@@ -17,9 +18,10 @@ from pydsh.kernel.config import BaseModel, ConfigDict, Field, field_validator
 from pydsh.kernel.context import Context
 from pydsh.llm import http
 from pydsh.llm.keys import LLM, LLM_TRANSPORT
+from pydsh.llm.prefix import PrefixCache, convert, whole
 from pydsh.llm.replay import ReplayReader
 from pydsh.llm.retry import RetryPolicyConfig
-from pydsh.llm.sse import sse_events, typed_event
+from pydsh.llm.sse import drain, sse_events, typed_event
 from pydsh.llm.types import LlmError, ModelInfo, ProviderInfo, StreamChunk
 
 if TYPE_CHECKING:
@@ -126,15 +128,42 @@ class MessagesRequest:
         self.in_history = info.get("systemPromptUpdate") == "in-history"
         self.reader = reader
         self.wire: list[dict[str, Any]] = []
+        self.sealed: list[dict[str, Any]] = []
+        """The final form of every wire message but the last (which the next part may still extend)."""
+        self.encoded: list[str] = []
+        """The JSON of each sealed message."""
+        self.pairing = ToolPairing()
         self.system: str | None = None
         self.pending: list[dict[str, Any]] = []
         self.tool_changes = False
 
+    def fork(self) -> MessagesRequest:
+        """A copy to go on adding to: it shares every wire message but the last, the only one ``push`` extends."""
+        twin = copy.copy(self)
+        twin.wire = list(self.wire)
+        if twin.wire:
+            last = twin.wire[-1]
+            twin.wire[-1] = {"role": last["role"], "content": list(last["content"])}
+        twin.sealed = list(self.sealed)
+        twin.encoded = list(self.encoded)
+        twin.pairing = copy.copy(self.pairing)
+        twin.pending = list(self.pending)
+        return twin
+
     def push(self, role: str, parts: list[dict[str, Any]]) -> None:
         if self.wire and self.wire[-1]["role"] == role:
             self.wire[-1]["content"].extend(parts)
-        else:
-            self.wire.append({"role": role, "content": list(parts)})
+            return
+        if self.wire:
+            self.seal(self.wire[-1])
+        self.wire.append({"role": role, "content": list(parts)})
+
+    def seal(self, message: dict[str, Any]) -> None:
+        """Settle a wire message nothing extends any more: its final form, its JSON, its tool pairing."""
+        final = _results_first(message) if message["role"] == "user" else message
+        self.sealed.append(final)
+        self.encoded.append(http.compact_json(final))
+        self.pairing.feed(final)
 
     def flush_developer(self) -> None:
         if not self.pending:
@@ -230,17 +259,25 @@ class MessagesRequest:
             part["is_error"] = bool(message["isError"])
         return part
 
-    def finish(self) -> list[dict[str, Any]]:
-        """The wire messages, tool results first in every user message, validated (spec 04 §4.5)."""
+    def finish(self) -> http.Encoded:
+        """The wire messages, tool results first in every user message, validated (spec 04 §4.5), with their
+        JSON; the wire messages already built stay as they are (a fork of this request may share them)."""
         self.flush_developer()
-        for wire in self.wire:
-            if wire["role"] == "user":
-                content = wire["content"]
-                wire["content"] = [p for p in content if p["type"] == "tool_result"] + [
-                    p for p in content if p["type"] != "tool_result"
-                ]
-        validate_tool_pairing(self.wire)
-        return self.wire
+        if not self.wire:
+            return http.Encoded([], "[]")
+        last = self.wire[-1]
+        final = _results_first(last) if last["role"] == "user" else last
+        pairing = copy.copy(self.pairing)
+        pairing.feed(final)
+        pairing.end()
+        return http.Encoded([*self.sealed, final], "[" + ",".join([*self.encoded, http.compact_json(final)]) + "]")
+
+
+def _results_first(message: dict[str, Any]) -> dict[str, Any]:
+    """A user wire message with its tool results moved to the front (itself when they already are)."""
+    content = message["content"]
+    ordered = [p for p in content if p["type"] == "tool_result"] + [p for p in content if p["type"] != "tool_result"]
+    return message if ordered == content else {"role": "user", "content": ordered}
 
 
 def _input(block: dict[str, Any]) -> dict[str, Any]:
@@ -251,29 +288,48 @@ def _input(block: dict[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def validate_tool_pairing(wire: list[dict[str, Any]]) -> None:
-    """Every tool call answered in the very next user message, every result matched (``INVALID_REQUEST``)."""
-    pending: set[str] = set()
-    for message in wire:
+class ToolPairing:
+    """Every tool call answered in the very next user message, every result matched (``INVALID_REQUEST``),
+    checked message by message; the first problem is kept and raised by ``end``, so the conversion's own
+    errors of later messages still come first."""
+
+    __slots__ = ("pending", "problem")
+
+    def __init__(self) -> None:
+        self.pending: frozenset[str] = frozenset()
+        self.problem: str | None = None
+
+    def feed(self, message: dict[str, Any]) -> None:
+        if self.problem is None:
+            self.problem = self._check(message)
+
+    def _check(self, message: dict[str, Any]) -> str | None:
+        pending = self.pending
         if message["role"] == "assistant":
             if pending:
-                raise _invalid("tool calls need immediate results")
+                return "tool calls need immediate results"
             ids = [p["id"] for p in message["content"] if p["type"] == "tool_use"]
             if len(set(ids)) != len(ids):
-                raise _invalid("duplicate tool call id")
-            pending = set(ids)
+                return "duplicate tool call id"
+            self.pending = frozenset(ids)
         elif message["role"] == "user":
-            for part in message["content"]:
-                if part["type"] == "tool_result":
-                    if part["tool_use_id"] not in pending:
-                        raise _invalid("tool result has no matching call")
-                    pending.discard(part["tool_use_id"])
+            answered = [p["tool_use_id"] for p in message["content"] if p["type"] == "tool_result"]
+            for call_id in answered:
+                if call_id not in pending:
+                    return "tool result has no matching call"
+                pending = pending - {call_id}
             if pending:
-                raise _invalid("tool calls need immediate results")
+                return "tool calls need immediate results"
+            self.pending = pending
         elif pending:
-            raise _invalid("tool calls need immediate results")
-    if pending:
-        raise _invalid("history ends with unresolved tools")
+            return "tool calls need immediate results"
+        return None
+
+    def end(self) -> None:
+        if self.problem is None and self.pending:
+            self.problem = "history ends with unresolved tools"
+        if self.problem is not None:
+            raise _invalid(self.problem)
 
 
 # -- response --------------------------------------------------------------------------------
@@ -516,7 +572,9 @@ class DeepSeekAdapter:
         self.url = messages_url(self.base_url)
         self.catalog = {m.id: m for m in (config.models if config.models is not None else SHIPPED_MODELS)}
         self.reader = ReplayReader(REPLAY_KIND, 1)
-        self._client: httpx.AsyncClient | None = None
+        self.prefixes: PrefixCache[MessagesRequest] = PrefixCache()
+        self.tool_lists: PrefixCache[http.Encoded] = PrefixCache()
+        self.clients = http.Clients(self._make_client)
         self._user_id: str | None = None
 
     # -- catalog ------------------------------------------------------------------------------
@@ -564,9 +622,10 @@ class DeepSeekAdapter:
         """The request body (key order of spec 04 §4.3) and whether it carries tool changes."""
         model = options["model"]
         info = await self.resolve_model(self.route, model)
-        request = MessagesRequest(model, info, self.reader)
-        for message in options.get("messages") or []:
-            request.add(message)
+        fresh = MessagesRequest(model, info, self.reader)
+        session = options.get("sessionId")
+        key = (session, model, fresh.in_history) if session else None
+        request = convert(self.prefixes, key, fresh, options.get("messages") or [])
         wire = request.finish()
         effort = self.effort(options)
         entry = self.catalog.get(model)
@@ -582,8 +641,9 @@ class DeepSeekAdapter:
             body["temperature"] = options["temperature"]
         if options.get("stop"):
             body["stop_sequences"] = list(options["stop"])
-        if options.get("tools"):
-            body["tools"] = [_wire_tool(t) for t in options["tools"]]
+        tools = options.get("tools")
+        if tools:
+            body["tools"] = whole(self.tool_lists, session, tools, lambda: http.encoded([_wire_tool(t) for t in tools]))
         return body, request.tool_changes
 
     def headers(self, options: dict[str, Any], key: str, tool_changes: bool) -> dict[str, str]:
@@ -601,13 +661,9 @@ class DeepSeekAdapter:
             headers["anthropic-beta"] = "mid-conversation-tool-changes-2026-07-01"
         return headers
 
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            config = self.config
-            self._client = http.make_client(
-                config.connectTimeoutMs, config.streamIdleTimeoutMs, [self.url], self.transport
-            )
-        return self._client
+    def _make_client(self) -> httpx.AsyncClient:
+        config = self.config
+        return http.make_client(config.connectTimeoutMs, config.streamIdleTimeoutMs, [self.url], self.transport)
 
     async def stream(self, options: dict[str, Any]) -> AsyncIterator[StreamChunk]:
         """One provider attempt: validate, send, translate; failures raise ``LlmError``."""
@@ -615,24 +671,26 @@ class DeepSeekAdapter:
         body, tool_changes = await self.build_body(options)
         key = http.api_key(self.route, self.config.apiKeyEnv, required=True)
         assert key is not None
-        client = self.client()
+        client = self.clients.get(options.get("sessionId"))
         request = client.build_request(
             "POST", self.url, content=http.encode_body(body), headers=self.headers(options, key, tool_changes)
         )
         async with http.opened(client, request, signal, PREFIX, http.messages_error) as response:
             translator = MessagesTranslator(options["model"])
-            async for name, data in sse_events(response, signal, PREFIX):
-                for chunk in translator.feed(typed_event(name, data, PREFIX)):
+            events = sse_events(response, signal, PREFIX)
+            async for name, data in events:
+                chunks = translator.feed(typed_event(name, data, PREFIX))
+                if translator.done:
+                    await drain(events)
+                for chunk in chunks:
                     yield chunk
                 if translator.done:
                     return
             raise LlmError(f"{PREFIX} stream ended before message_stop", "STREAM_CLOSED")
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        """Close the connection pools."""
+        await self.clients.aclose()
 
 
 def _wire_tool(tool: dict[str, Any]) -> dict[str, Any]:

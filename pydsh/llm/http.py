@@ -147,7 +147,9 @@ def harness_headers(options: Mapping[str, Any], user_id: str | None) -> dict[str
 def make_client(
     connect_ms: float, idle_ms: float, urls: Iterable[str], transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:
-    """One pooled HTTP/1.1 client: no redirects, proxies from the environment, idle read timeout.
+    """One pooled HTTP/1.1 client: no redirects, proxies from the environment, idle read timeout, and no cap on
+    connections: one process may host hundreds of agents calling models at once (httpx's default of 100
+    connections, 20 kept alive, queued the rest until its pool timeout and closed most connections after use).
 
     When every URL it will reach is plain ``http://`` and no proxy is configured, no TLS can
     happen, so the CA bundle is not loaded (about 90 ms off the first call to a local server).
@@ -158,15 +160,64 @@ def make_client(
     timeout = httpx.Timeout(connect=connect_ms / 1000, read=idle_ms / 1000, write=30.0, pool=30.0)
     proxied = any(name.lower().endswith("_proxy") for name in os.environ)
     plain = transport is not None or (not proxied and all(url.startswith("http://") for url in urls))
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     return httpx.AsyncClient(
-        timeout=timeout, follow_redirects=False, trust_env=True, verify=not plain, transport=transport
+        timeout=timeout, follow_redirects=False, trust_env=True, verify=not plain, transport=transport, limits=limits
     )
 
 
+SHARDS = 16
+"""Connection pools per client: each session's calls go to one of them."""
+
+
+class Clients:
+    """The adapter's HTTP clients, a session's calls always on the same one. httpcore scans every connection of
+    a pool at each request and each release, so one pool serving hundreds of concurrent calls cost time
+    quadratic in them (half the CPU with 500 agents); a few pools keep each one small."""
+
+    def __init__(self, make: Callable[[], httpx.AsyncClient]) -> None:
+        self._make = make
+        self._pools: dict[int, httpx.AsyncClient] = {}
+
+    def get(self, session: object) -> httpx.AsyncClient:
+        shard = hash(session) % SHARDS if session else 0
+        client = self._pools.get(shard)
+        if client is None:
+            client = self._pools[shard] = self._make()
+        return client
+
+    async def aclose(self) -> None:
+        """Close every pool."""
+        pools, self._pools = list(self._pools.values()), {}
+        for client in pools:
+            await client.aclose()
+
+
+def compact_json(value: Any) -> str:
+    """The compact JSON text of request bodies (non-ASCII kept)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Encoded(list[Any]):
+    """A list whose compact JSON is already known: a session's history, mostly encoded at earlier steps."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, items: list[Any], text: str) -> None:
+        super().__init__(items)
+        self.json = text
+
+
+def encoded(items: list[Any]) -> Encoded:
+    return Encoded(items, compact_json(items))
+
+
 def encode_body(body: dict[str, Any]) -> bytes:
-    """Compact JSON bytes with the body's key order; never fails on text (unpaired surrogates, which a log
-    written before they were replaced at the boundary may hold, go out as U+FFFD)."""
-    return utf8(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
+    """Compact JSON bytes with the body's key order, :class:`Encoded` members written as they are; never fails
+    on text (unpaired surrogates, which a log written before they were replaced at the boundary may hold, go
+    out as U+FFFD)."""
+    members = (f"{compact_json(k)}:{v.json if type(v) is Encoded else compact_json(v)}" for k, v in body.items())
+    return utf8("{" + ",".join(members) + "}")
 
 
 # -- transport -------------------------------------------------------------------------------

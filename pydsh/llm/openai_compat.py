@@ -7,6 +7,7 @@ thinking controls and round-trips ``reasoning_content``; ``generic`` sends plain
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import AsyncIterator
@@ -18,8 +19,9 @@ from pydsh.kernel.context import Context
 from pydsh.llm import http
 from pydsh.llm.deepseek import EFFORTS
 from pydsh.llm.keys import LLM, LLM_TRANSPORT
+from pydsh.llm.prefix import PrefixCache, convert, whole
 from pydsh.llm.retry import RetryPolicyConfig
-from pydsh.llm.sse import sse_events
+from pydsh.llm.sse import drain, sse_events
 from pydsh.llm.types import LlmError, ModelInfo, ProviderInfo, StreamChunk
 
 if TYPE_CHECKING:
@@ -117,31 +119,64 @@ def _joined(message: dict[str, Any], kinds: tuple[str, ...], role: str) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def wire_messages(options: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
-    """Chat messages of the harness history (spec 04 §5.3)."""
-    out: list[dict[str, Any]] = []
-    system = None
-    for message in options.get("messages") or []:
+class ChatHistory:
+    """Chat messages of the harness history (spec 04 §5.3), built message by message."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        self.out: list[dict[str, Any]] = []
+        self.encoded: list[str] = []
+        """The JSON of each wire message."""
+        self.system: str | None = None
+
+    def fork(self) -> ChatHistory:
+        """A copy to go on adding to (the wire messages built so far are shared, never changed)."""
+        twin = copy.copy(self)
+        twin.out = list(self.out)
+        twin.encoded = list(self.encoded)
+        return twin
+
+    def append(self, message: dict[str, Any]) -> None:
+        self.out.append(message)
+        self.encoded.append(http.compact_json(message))
+
+    def add(self, message: dict[str, Any]) -> None:
         role = message.get("role")
         if role == "system":
-            system = _joined(message, ("text",), "system")
+            self.system = _joined(message, ("text",), "system")
         elif role == "developer":
             text = _joined(message, ("text",), "developer")
             if text:
-                out.append({"role": "system", "content": text})
+                self.append({"role": "system", "content": text})
         elif role == "user":
             text = _joined(message, ("text",), "user")
             if text:
-                out.append({"role": "user", "content": text})
+                self.append({"role": "user", "content": text})
         elif role == "assistant":
-            out.append(_assistant(message, dialect))
+            self.append(_assistant(message, self.dialect))
         elif role == "tool":
             text = _joined(message, ("text",), "tool")
-            out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
+            self.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
         else:
             raise _unsupported(f"{role} messages")
-    system_text = "\n\n".join(s for s in (options.get("system"), system) if s)
-    return ([{"role": "system", "content": system_text}] if system_text else []) + out
+
+    def finish(self, system: str | None) -> http.Encoded:
+        """The wire messages with their JSON, led by the request's and the history's system text when there is any."""
+        system_text = "\n\n".join(s for s in (system, self.system) if s)
+        if not system_text:
+            return http.Encoded(self.out, "[" + ",".join(self.encoded) + "]")
+        lead = {"role": "system", "content": system_text}
+        return http.Encoded([lead, *self.out], "[" + ",".join([http.compact_json(lead), *self.encoded]) + "]")
+
+
+def _functions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
+        }
+        for t in tools
+    ]
 
 
 def _assistant(message: dict[str, Any], dialect: str) -> dict[str, Any]:
@@ -309,7 +344,9 @@ class OpenAICompatAdapter:
     def __init__(self, providers: list[ProviderConfig], *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.providers = {p.id: p for p in providers}
         self.transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self.prefixes: PrefixCache[ChatHistory] = PrefixCache()
+        self.tool_lists: PrefixCache[http.Encoded] = PrefixCache()
+        self.clients = http.Clients(self._make_client)
         self._user_id: str | None = None
 
     def route(self, provider: str) -> ProviderConfig:
@@ -345,9 +382,16 @@ class OpenAICompatAdapter:
                 info["reasoning"]["defaultEffort"] = config.reasoning.defaultEffort
         return info
 
+    def wire_messages(self, options: dict[str, Any], dialect: str) -> http.Encoded:
+        """The request's chat messages, resumed from the session's converted prefix when it has one."""
+        session = options.get("sessionId")
+        key = (session, dialect) if session else None
+        history = convert(self.prefixes, key, ChatHistory(dialect), options.get("messages") or [])
+        return history.finish(options.get("system"))
+
     def build_body(self, options: dict[str, Any], config: ProviderConfig) -> dict[str, Any]:
         """The request body in the key order of spec 04 §5.2."""
-        body: dict[str, Any] = {"model": options["model"], "messages": wire_messages(options, config.dialect)}
+        body: dict[str, Any] = {"model": options["model"], "messages": self.wire_messages(options, config.dialect)}
         body["stream"] = True
         if config.includeUsage:
             body["stream_options"] = {"include_usage": True}
@@ -360,14 +404,11 @@ class OpenAICompatAdapter:
                 body["reasoning_effort"] = effort
         elif effort is not None and config.reasoning is not None:
             body["reasoning_effort"] = effort
-        if options.get("tools"):
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
-                }
-                for t in options["tools"]
-            ]
+        tools = options.get("tools")
+        if tools:
+            body["tools"] = whole(
+                self.tool_lists, options.get("sessionId"), tools, lambda: http.encoded(_functions(tools))
+            )
         if options.get("temperature") is not None:
             body["temperature"] = options["temperature"]
         if options.get("maxTokens"):
@@ -395,30 +436,34 @@ class OpenAICompatAdapter:
         config = self.route(options["provider"])
         body = self.build_body(options, config)
         headers = self.headers(options, config)
-        if self._client is None:
-            urls = [p.baseURL for p in self.providers.values()]
-            self._client = http.make_client(config.connectTimeoutMs, config.streamIdleTimeoutMs, urls, self.transport)
+        client = self.clients.get(options.get("sessionId"))
         timeout = httpx.Timeout(
             connect=config.connectTimeoutMs / 1000, read=config.streamIdleTimeoutMs / 1000, write=30.0, pool=30.0
         )
         url = config.baseURL.rstrip("/") + "/chat/completions"
-        request = self._client.build_request(
-            "POST", url, content=http.encode_body(body), headers=headers, timeout=timeout
-        )
-        async with http.opened(self._client, request, signal, PREFIX, http.chat_error) as response:
+        request = client.build_request("POST", url, content=http.encode_body(body), headers=headers, timeout=timeout)
+        async with http.opened(client, request, signal, PREFIX, http.chat_error) as response:
             translator = ChatTranslator()
-            async for _name, data in sse_events(response, signal, PREFIX):
-                for chunk in translator.feed(data):
+            events = sse_events(response, signal, PREFIX)
+            async for _name, data in events:
+                chunks = translator.feed(data)
+                if translator.done:
+                    await drain(events)
+                for chunk in chunks:
                     yield chunk
                 if translator.done:
                     return
             raise LlmError("SSE stream ended without [DONE]", "STREAM_CLOSED")
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        """Close the connection pools."""
+        await self.clients.aclose()
+
+    def _make_client(self) -> httpx.AsyncClient:
+        """A pool for every route: the timeouts given per request override its own (the first route's)."""
+        first = next(iter(self.providers.values()))
+        urls = [p.baseURL for p in self.providers.values()]
+        return http.make_client(first.connectTimeoutMs, first.streamIdleTimeoutMs, urls, self.transport)
 
 
 name = "llm-openai-compat"

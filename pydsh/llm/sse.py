@@ -8,6 +8,7 @@ joined ``data:`` lines). The response's content type is never checked: it is for
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,9 @@ from pydsh.llm.types import LlmError
 
 if TYPE_CHECKING:
     import httpx
+
+DRAIN_S = 0.05
+"""How long a finished stream may take to end its body before its connection is given up (closed)."""
 
 
 async def sse_events(response: httpx.Response, signal: AbortSignal, prefix: str) -> AsyncIterator[tuple[str, str]]:
@@ -64,6 +68,16 @@ async def sse_events(response: httpx.Response, signal: AbortSignal, prefix: str)
     finally:
         remove()
         await source.aclose()
+
+
+async def drain(events: AsyncIterator[tuple[str, str]]) -> None:
+    """Read a finished stream to the end of its body, so its connection goes back to the pool: otherwise every
+    model call opens a new one (a TCP and, over HTTPS, a TLS handshake). Events after the end are ignored; a
+    server that does not end the body within ``DRAIN_S`` only loses the connection."""
+    with contextlib.suppress(TimeoutError, LlmError):
+        async with asyncio.timeout(DRAIN_S):
+            async for _event in events:
+                pass
 
 
 def typed_event(name: str, data: str, prefix: str) -> dict[str, Any]:

@@ -173,6 +173,8 @@ class MockModelServer:
         self.options = {**DEFAULTS, **options}
         self.queue: deque[Any] = deque(sequence)
         self.requests: list[dict[str, Any]] = []
+        self.connections = 0
+        """Connections accepted so far (a client that keeps its connections alive opens one per concurrent call)."""
         self.port = port
         self.repeat_last = repeat_last
         self.random = random.Random(random_state)
@@ -220,6 +222,7 @@ class MockModelServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self.connections += 1
         try:
             while await self._one(reader, writer):
                 pass
@@ -266,7 +269,7 @@ class MockModelServer:
             }
             await exchange.json(500, body_doc)
             return True
-        self.requests.append({"method": method, "path": path, "headers": headers, "body": parsed})
+        self.requests.append({"method": method, "path": path, "headers": headers, "body": parsed, "raw": body})
         return await _Responder(self, exchange, dialect, parsed, reader).run(behaviour)
 
     def _authorised(self, headers: dict[str, str]) -> bool:

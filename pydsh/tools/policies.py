@@ -16,6 +16,7 @@ from pydsh.contract.tools import TOOL_POST_EXECUTE, Settled, ToolExec, ToolOutco
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import Next
+from pydsh.kernel.text import utf16_len
 from pydsh.session.events import Event
 from pydsh.session.hooks import SESSION_EVENT
 from pydsh.session.log import Session
@@ -62,13 +63,6 @@ SPILL_NOTICE = (
     "(Omitted {omitted} bytes. Full formatted result stored at: {path}. "
     "Use read with offset/limit, or grep this path to search within it.)"
 )
-
-
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units, as the shared token estimator counts (spec 10 §2.4)."""
-    if text.isascii():
-        return len(text)
-    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
 
 
 def estimate(content: list[dict[str, Any]]) -> int:

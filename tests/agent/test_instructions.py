@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from pydsh.agent.instructions import Budget, Config, InstructionFile, baseline_section, scope_key
+from pydsh.agent.instructions import Budget, Config, InstructionFile, Instructions, baseline_section, scope_key
+from pydsh.kernel.context import Context
 from pydsh.kernel.errors import KernelError
 from pydsh.kernel.plugin import resolve_plugin, validate_config
 from pydsh.sdk.client import AsyncHarness
@@ -378,3 +379,12 @@ async def test_the_sdk_process_shows_the_model_instructions_and_skills_in_the_re
     assert json.dumps("Instructions from: pkg/sub/AGENTS.md\n\nsub rules\n")[1:-1] in first_request
     assert json.dumps("- `lint`: Run the linters.")[1:-1] in first_request
     assert second_request.count("Instructions from: $DSH_HOME/AGENTS.md") == 1
+
+
+def test_the_baseline_identity_follows_the_working_directory_and_root() -> None:
+    """Kept per directory pair (every step asks), it still names each pair's own root."""
+    instructions = Instructions(cast(Context, None), Config(maxBytes=100))
+    below = instructions.identity("/w/sub", "/w")
+    at_root = instructions.identity("/w", "/w")
+    assert (json.loads(below)["projectRoot"], json.loads(at_root)["projectRoot"]) == ("..", "")
+    assert instructions.identity("/w/sub", "/w") == below

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import importlib.abc
+import sys
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -220,3 +223,33 @@ async def test_malformed_tool_input_from_messages_api_is_a_failed_attempt(live: 
         assert events[-1]["data"]["reason"]["error"]["code"] == "MALFORMED_RESPONSE"
         again = await host.prompt("again")
     assert again[-1]["data"]["reason"] == {"kind": "completed"}
+
+
+class Searches(importlib.abc.MetaPathFinder):
+    """Records every module the import system looks for (one already imported is never looked for)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> None:
+        self.names.append(name)
+
+
+async def test_a_later_turn_looks_for_no_module(live: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed import is not remembered: one in the request path would search ``sys.path`` on every step."""
+    async with MockModelServer(sequence=[read_line(1), {"text": "one"}, read_line(2), {"text": "two"}]) as server:
+        host = await live(server)
+        await host.prompt("first")
+        searches = Searches()
+        monkeypatch.setattr(sys, "meta_path", [searches, *sys.meta_path])
+        await host.prompt("second")
+    assert searches.names == []
+
+
+@pytest.mark.parametrize("adapter", ["deepseek", "openai"])
+async def test_model_calls_of_a_session_share_one_connection(live: Any, adapter: str) -> None:
+    """A finished stream is read to its end, so its connection serves the next call (no handshake per step)."""
+    async with MockModelServer(sequence=[read_line(1), read_line(2), {"text": "done"}]) as server:
+        host = await live(server, adapter=adapter)
+        await host.prompt("read twice")
+    assert (len(server.requests), server.connections) == (3, 1)

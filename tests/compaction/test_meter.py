@@ -9,12 +9,12 @@ import pytest
 import yaml
 
 from pydsh.agent.keys import AGENT_PRESETS
+from pydsh.compaction import meter as meter_module
 from pydsh.compaction.heuristic import (
     estimate_message,
     price_block,
     price_system,
     tools_tokens,
-    utf16_len,
 )
 from pydsh.compaction.keys import TOKEN_METER
 from pydsh.compaction.meter import (
@@ -26,6 +26,9 @@ from pydsh.compaction.meter import (
     _MeterFold,
     int_map,
 )
+from pydsh.kernel.text import utf16_len
+from pydsh.session.events import make_header
+from pydsh.session.log import Session
 from tests.agent.harness import start_host
 
 
@@ -267,3 +270,20 @@ def test_a_meter_view_that_is_not_a_map_of_integers_is_refused(view: object) -> 
 def test_a_meter_view_of_integers_passes_unchanged() -> None:
     view = {"total": 3, "cached": 0}
     assert int_map(view) is view
+
+
+def test_sessions_measured_in_turn_price_their_tools_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many sessions stepping at once must not take turns evicting each other's tool price."""
+    priced: list[Any] = []
+    monkeypatch.setattr(meter_module, "tools_tokens", lambda tools: priced.append(tools) or len(tools) * 10)
+    sessions = []
+    for name in ("a", "b"):
+        session = Session(make_header(name, 0))
+        session.append("turn/start", {"turn": 1})
+        header = {"config": {"provider": "p", "model": "m"}, "tools": [{"name": f"tool-{name}"}]}
+        session.append("request/header", {"header": header, "reason": "initial"})
+        sessions.append(session)
+    meter = TokenMeter()
+    totals = [meter.measure(s).total_tokens for _ in range(3) for s in sessions]
+    assert totals == [10] * 6
+    assert [t[0]["name"] for t in priced] == ["tool-a", "tool-b"]

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 import pydsh
-from pydsh.kernel.text import utf8, without_lone_surrogates
+from pydsh.kernel.text import utf8, utf16_len, without_lone_surrogates
 from pydsh.session.events import snapshot
 from tests.logs import PLAIN_LOGS
 
@@ -102,3 +102,11 @@ async def test_a_stored_session_holding_a_lone_surrogate_resumes_and_completes_a
         result = await agent.run("again")
     assert (result.finish_reason, result.final_response) == ("completed", "second")
     assert "marker-text\ufffd" in model.bodies[-1].decode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "text", ["plain", "é→—", "a😀b😀", HALF_EMOJI + "x", "\ud83d\ude00", "\ude00\ud83d", "中文" * 1000 + "𝄞"]
+)
+def test_utf16_length_counts_what_javascript_counts(text: str) -> None:
+    """Astral characters count two code units, every other code point (a lone surrogate too) one."""
+    assert utf16_len(text) == sum(2 if ord(ch) > 0xFFFF else 1 for ch in text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,8 +17,10 @@ from pydantic import ValidationError
 
 from pydsh.kernel import Kernel
 from pydsh.kernel.compose import Row
+from pydsh.llm import http
 from pydsh.llm.deepseek import Config, DeepSeekAdapter, messages_url
 from pydsh.llm.keys import LLM
+from pydsh.llm.sse import drain
 from pydsh.llm.types import LlmError
 from pydsh.testing.mock_model_server import MockModelServer
 
@@ -603,3 +606,60 @@ async def test_a_non_ascii_session_id_is_percent_encoded_in_its_header() -> None
     await collect(adapter.stream({"model": MODEL, "messages": [text("user", "q", "u")], "sessionId": "café 1"}))
     await collect(adapter.stream({"model": MODEL, "messages": [text("user", "q", "u")], "sessionId": "plain-id"}))
     assert [r.headers["x-deepseek-harness-session-id"] for r in seen] == ["caf%C3%A9%201", "plain-id"]
+
+
+async def test_a_finished_stream_is_read_to_its_end_within_a_bound() -> None:
+    """``drain`` consumes what follows the last event (so the connection is reused), and gives up on a body
+    that never ends instead of waiting for the idle timeout."""
+    read: list[tuple[str, str]] = []
+
+    async def finite() -> AsyncIterator[tuple[str, str]]:
+        for event in (("ping", ""), ("", "trailing")):
+            read.append(event)
+            yield event
+
+    async def endless() -> AsyncIterator[tuple[str, str]]:
+        yield ("ping", "")
+        await asyncio.Event().wait()
+
+    await drain(finite())
+    await drain(endless())
+    assert read == [("ping", ""), ("", "trailing")]
+
+
+async def test_more_concurrent_calls_than_a_default_pool_holds_all_reach_the_model() -> None:
+    """One process may host hundreds of agents at once: the pool caps none of their model calls (httpx's
+    default of 100 connections made the rest queue, and fail after the pool timeout)."""
+    calls = 120
+    waiting: list[dict[str, Any]] = []
+    arrived = asyncio.Event()
+
+    async def hold(body: dict[str, Any]) -> None:
+        waiting.append(body)
+        if len(waiting) == calls:
+            arrived.set()
+        await arrived.wait()
+
+    async with MockModelServer(["success"], repeat_last=True, hold=hold) as server:
+        adapter = DeepSeekAdapter(Config(), base_url=server.base_url)
+        messages = [text("user", "hi", "u1")]
+        runs = [collect(adapter.stream({"model": MODEL, "messages": messages})) for _ in range(calls)]
+        results = await asyncio.gather(*runs)
+        await adapter.aclose()
+    assert [r[-1]["type"] for r in results] == ["finish"] * calls
+
+
+async def test_sessions_spread_over_a_few_pools_each_keeping_to_its_own() -> None:
+    """A pool costs time in the number of its connections at every call, so sessions do not all share one."""
+    made: list[object] = []
+
+    def make() -> Any:
+        made.append(object())
+        return made[-1]
+
+    clients = http.Clients(make)
+    sessions = [f"session-{i}" for i in range(200)]
+    chosen = [clients.get(s) for s in sessions]
+    assert [clients.get(s) for s in sessions] == chosen
+    assert 1 < len(made) <= http.SHARDS
+    assert clients.get(None) is clients.get(None)

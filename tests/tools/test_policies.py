@@ -12,8 +12,9 @@ import pytest
 from pydsh.contract.agent import user_message
 from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec
 from pydsh.kernel import Context
+from pydsh.kernel.text import utf16_len
 from pydsh.tools import spill
-from pydsh.tools.policies import estimate, utf16_len
+from pydsh.tools.policies import estimate
 from tests.tools.harness import POLICY, Harness, harness, text_of
 
 P = "tests.tools.test_policies"
