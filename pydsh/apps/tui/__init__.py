@@ -41,6 +41,17 @@ def textual_missing() -> bool:
     return importlib.util.find_spec("textual") is None
 
 
+def usable_options(args: list[str]) -> TuiOptions | int:
+    """The options, or the exit code after a usage error or without Textual (each said on stderr)."""
+    options = parsed(parse_options, args)
+    if isinstance(options, int):
+        return options
+    if textual_missing():
+        print(INSTALL, file=sys.stderr)
+        return 2
+    return options
+
+
 class TuiApp:
     """The ``app`` service of the ``tui`` profile."""
 
@@ -48,12 +59,9 @@ class TuiApp:
         self.ctx = ctx
 
     async def run(self, host: Host, args: list[str]) -> int:
-        options = parsed(parse_options, args)
+        options = usable_options(args)
         if isinstance(options, int):
             return options
-        if textual_missing():
-            print(INSTALL, file=sys.stderr)
-            return 2
 
         async def loaded() -> Host:
             return host
@@ -65,12 +73,9 @@ def launch(profile: str, rows: list[Row], args: list[str]) -> int:
     """``pydsh tui`` from the command line. For a new session the screen is drawn first and the host loads
     behind it, so the prompt shows before the plugins are imported; ``--resume`` opens the session first
     (its transcript is what the user waits for, and a wrong id is refused before any screen)."""
-    options = parsed(parse_options, args)
+    options = usable_options(args)
     if isinstance(options, int):
         return options
-    if textual_missing():
-        print(INSTALL, file=sys.stderr)
-        return 2
     from pydsh.host.launch import configure_logging, load_host
 
     configure_logging()
