@@ -18,6 +18,7 @@ export class ChatFollower {
     this.content = content;
     this.following = true;
     this.height = 0;
+    this.pinned = 0;
     this.button = h("button", { type: "button", class: "btn small new-below", hidden: true }, icon("chevron"), "New messages below");
     this.button.addEventListener("click", () => this.jump(true));
     view.append(this.button);
@@ -25,17 +26,25 @@ export class ChatFollower {
     new ResizeObserver((entries) => this.resized(entries[entries.length - 1].contentRect.height)).observe(content);
   }
 
-  /** A scroll (the reader's or ours): following again once at the end, else not. */
+  /** A scroll: ours (at or below where we last pinned the end) keeps following even when the
+   * conversation grew again before its event came; the reader's follows again only at the end. */
   scrolled() {
+    if (this.following && this.view.scrollTop >= this.pinned) return;
     this.following = this.view.scrollHeight - this.view.scrollTop - this.view.clientHeight <= NEAR_END;
     if (this.following) this.button.hidden = true;
+  }
+
+  /** Scroll to the end, remembering where that was. */
+  pin() {
+    this.view.scrollTop = this.view.scrollHeight;
+    this.pinned = this.view.scrollTop;
   }
 
   /** The conversation changed size (layout is fresh here): follow it, or offer the button when it grew. */
   resized(height) {
     const grew = height > this.height;
     this.height = height;
-    if (this.following) this.view.scrollTop = this.view.scrollHeight;
+    if (this.following) this.pin();
     else if (grew) this.button.hidden = false;
   }
 
@@ -43,7 +52,7 @@ export class ChatFollower {
   jump(focus = false) {
     this.following = true;
     this.button.hidden = true;
-    this.view.scrollTop = this.view.scrollHeight;
+    this.pin();
     if (focus) this.content.focus({ preventScroll: true });
   }
 }
