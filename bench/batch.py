@@ -37,6 +37,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.sdk import cpu_s  # noqa: E402
 from pydsh.batch.local import LocalBackend  # noqa: E402
 from pydsh.batch.progress import PlainDisplay  # noqa: E402
 from pydsh.batch.runner import Backend, Batch, Options  # noqa: E402
@@ -99,14 +100,6 @@ def ray_backend(out: Path) -> Backend:
     from pydsh.batch.ray_backend import RayBackend
 
     return RayBackend("auto", out)
-
-
-def cpu_s(pid: int) -> float:
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            total += int((task / "schedstat").read_text().split()[0])
-    return total / 1e9
 
 
 def peak_rss_mb(pid: int) -> float:

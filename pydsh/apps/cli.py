@@ -8,7 +8,6 @@ provides. Exit codes: 0 success, 1 usage or run failure, 2 composition errors an
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,7 +15,6 @@ from pydsh import __version__
 from pydsh.apps.usage import UsageError
 
 if TYPE_CHECKING:
-    from pydsh.kernel.compose import Row
     from pydsh.kernel.errors import KernelError
     from pydsh.kernel.profiles import ProfileError
 
@@ -249,20 +247,15 @@ def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
             return 0
     except (ProfileError, KernelError) as exc:
         return start_up_failed(exc)
-    if any(row.name == TERMINAL_APP for row in walk(rows)):
+    from pydsh.kernel.compose import walk
+
+    if any(row.name == TERMINAL_APP for _holder, row in walk(rows)):
         from pydsh.apps.tui import launch as launch_terminal
 
         return launch_terminal(launch.profile, rows, launch.app_args)
     from pydsh.host.launch import run_app
 
     return run_app(launch.profile, rows, launch.app_args)
-
-
-def walk(rows: list[Row]) -> Iterator[Row]:
-    """Every row of a composition, group rows' children included."""
-    for row in rows:
-        yield row
-        yield from walk(row.children)
 
 
 def warn(warnings: list[str]) -> None:
