@@ -22,7 +22,7 @@ const FENCE = /^\s*(```|~~~)/;
 /** Blocks per chunk and chunks per shelf: chunks and shelves off screen skip style, layout and paint, and the
  * answer's outline holds shelves, not thousands of chunks, so a 5 MB answer stays cheap to draw per frame. */
 const CHUNK_BLOCKS = 40;
-const SHELF_CHUNKS = 32;
+const SHELF_CHUNKS = 8;
 
 /** Blocks longer than this show as plain wrapped text: a model's megabyte without a blank line would block the
  * page while parsed as Markdown, and is no formatted prose anyway. */
@@ -30,6 +30,13 @@ const PLAIN_BLOCK = 32 * 1024;
 
 /** Characters per piece of a plain block: pieces off screen skip layout, so its megabyte is not laid out at once. */
 const PLAIN_PIECE = 16 * 1024;
+
+/** Once an answer has more full shelves than this, a full shelf far off screen lets its nodes go and keeps its
+ * text, and is drawn again when scrolled near: garbage collection and layout grow with the number of nodes,
+ * and a 5 MB answer holds a quarter of a million of them. */
+const DRY_AFTER = 16;
+/** How near the viewport (above or below) a let-go shelf is drawn again. */
+const NEAR = "150% 0px";
 
 /** One block's nodes: its Markdown, or its plain text (in pieces cut at line ends) when longer than PLAIN_BLOCK. */
 function block(text) {
@@ -70,6 +77,9 @@ export class MarkdownView {
     this.inChunk = 0;
     this.shelf = null;
     this.inShelf = 0;
+    /** The full shelves; watched for leaving the screen once there are more than DRY_AFTER. */
+    this.full = [];
+    this.watch = null;
     this.final = false;
     this.queued = false;
     this.stopped = false;
@@ -117,6 +127,7 @@ export class MarkdownView {
     while (this.next < this.ready.length && performance.now() < until) {
       this.dropOpen();
       this.place().append(block(this.ready[this.next]));
+      this.shelf.blocks.push(this.ready[this.next]);
       this.ready[this.next++] = "";
       this.inChunk++;
     }
@@ -194,12 +205,13 @@ export class MarkdownView {
   place() {
     if (!this.chunk || this.inChunk >= CHUNK_BLOCKS) {
       if (!this.shelf || this.inShelf >= SHELF_CHUNKS) {
-        this.shelf = h("div", { class: "md-shelf" });
-        this.node.append(this.shelf);
+        if (this.shelf) this.filled(this.shelf);
+        this.shelf = new Shelf();
+        this.node.append(this.shelf.el);
         this.inShelf = 0;
       }
       this.chunk = h("div", { class: "md-chunk" });
-      this.shelf.append(this.chunk);
+      this.shelf.el.append(this.chunk);
       this.inChunk = 0;
       this.inShelf++;
     }
@@ -209,5 +221,69 @@ export class MarkdownView {
   dropOpen() {
     for (const node of this.openNodes) node.remove();
     this.openNodes = [];
+  }
+
+  /** A shelf took its last block: once there are more than DRY_AFTER, every full shelf is watched for leaving
+   * the area near the screen. */
+  filled(shelf) {
+    this.full.push(shelf);
+    if (this.watch) this.watch.observe(shelf.el);
+    else if (this.full.length > DRY_AFTER) {
+      this.watch = new IntersectionObserver(
+        (entries) => {
+          for (const e of entries) SHELVES.get(e.target)?.seen(e.isIntersecting, e.boundingClientRect.height);
+        },
+        { rootMargin: NEAR },
+      );
+      for (const each of this.full) this.watch.observe(each.el);
+    }
+  }
+}
+
+/** Each shelf by its element, for the watch's entries. */
+const SHELVES = new WeakMap();
+
+/** Up to SHELF_CHUNKS chunks of rendered blocks, with the blocks' text so its nodes can be let go and drawn
+ * again; a let-go shelf keeps its height, so the answer's length and the scroll position do not move. */
+class Shelf {
+  constructor() {
+    this.el = h("div", { class: "md-shelf" });
+    SHELVES.set(this.el, this);
+    this.blocks = [];
+    this.dry = false;
+    /** Bumped when the shelf is let go, so a redraw still running across frames stops. */
+    this.generation = 0;
+  }
+
+  /** The watch saw the shelf enter or leave the area near the screen. */
+  seen(near, height) {
+    if (!near && !this.dry && height > 0) this.letGo(height);
+    else if (near && this.dry) this.redraw();
+  }
+
+  letGo(height) {
+    this.dry = true;
+    this.generation++;
+    this.el.style.height = `${height}px`;
+    this.el.replaceChildren();
+  }
+
+  /** Render the blocks again, a slice per animation frame, into chunks as they first were. */
+  redraw() {
+    this.dry = false;
+    const generation = this.generation;
+    let at = 0;
+    let chunk = null;
+    const slice = () => {
+      if (generation !== this.generation) return;
+      const until = performance.now() + SLICE_MS;
+      while (at < this.blocks.length && performance.now() < until) {
+        if (at % CHUNK_BLOCKS === 0) this.el.append((chunk = h("div", { class: "md-chunk" })));
+        chunk.append(block(this.blocks[at++]));
+      }
+      if (at < this.blocks.length) window.requestAnimationFrame(slice);
+      else this.el.style.height = "";
+    };
+    window.requestAnimationFrame(slice);
   }
 }
