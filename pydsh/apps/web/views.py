@@ -59,7 +59,8 @@ class SessionViews:
     # -- reading --------------------------------------------------------------------------------
 
     async def read(self, session_id: str) -> Session:
-        """The live session, else its stored log (read only, never made live)."""
+        """The live session, else its stored log (read only, never made live). A stored read is kept only while
+        a stream watches the session: a read finishing after the last stream closed would stay for good."""
         live = self.hub.store.get(session_id)
         if live is not None:
             return live
@@ -94,7 +95,7 @@ class SessionViews:
         finally:
             del self._reading[key]
         future.set_result(session)
-        if revision is not None:
+        if revision is not None and self.hub.streams.sessions_topic.has(session_id):
             self._reads[session_id] = (revision, session)
             while len(self._reads) > READ_CACHE:
                 dropped, _ = self._reads.popitem(last=False)

@@ -4,6 +4,7 @@ session, a kept queued prompt, a log cut inside a turn (repair closers) and one 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from pydsh.agent.keys import AGENTS
 from pydsh.apps.web.views import METER_KEYS
 from pydsh.session.persistence.jsonl import ZSTD, JsonlPersistence, log_text
 from tests.apps.web.conftest import Web, open_web
-from tests.apps.web.test_api import until
+from tests.apps.web.test_api import read_stream, until
 from tests.apps.web.test_truth import queue_behind_a_hanging_turn
 
 TODOS = {
@@ -88,7 +89,10 @@ async def fast_then_full(web: Web, sid: str) -> tuple[dict[str, Any], dict[str, 
         detail = (await web.client.get(f"/api/sessions/{sid}")).json()
         tails = [(await web.client.get(f"/api/sessions/{sid}/events", params={"tail": t})).json() for t in TAILS]
         seen.append({"detail": detail, "tails": tails})
-        assert (await web.client.get(f"/api/sessions/{sid}/agents")).status_code == 200  # reads the log whole
+        if len(seen) == 1:  # a stream reads the log whole and keeps the read while it watches
+            watching = asyncio.ensure_future(read_stream(web, sid, lambda frames: False))
+            await until(lambda: sid in web.server.hub.views.kept())
+    watching.cancel()
     return seen[0], seen[1]
 
 

@@ -141,7 +141,8 @@ async def test_the_index_stream_shows_a_closed_session_offline(web: Web) -> None
 
 async def test_a_stored_sessions_full_read_is_kept_while_watched_and_bounded(web: Web, isolated_home: Path) -> None:
     """A stored log read in full stays in memory while a stream of it is open (the page asks for its events and
-    projections again), goes when the last one closes, and at most READ_CACHE reads are kept at any time."""
+    projections again), goes when the last one closes, is not kept when nobody watches, and at most READ_CACHE
+    reads are kept at any time."""
     views = web.server.hub.views
     sid = await stored(isolated_home, web.workspace, "watched")
     watching = asyncio.ensure_future(read_stream(web, sid, lambda frames: False))
@@ -151,8 +152,14 @@ async def test_a_stored_sessions_full_read_is_kept_while_watched_and_bounded(web
     watching.cancel()
     await until(lambda: not web.server.hub.streams.sessions_topic.has(sid))
     assert views.kept() == []
+    assert (await web.client.get(f"/api/sessions/{sid}/events")).status_code == 200
+    assert views.kept() == [], "a read nobody watches was kept"
     others = [await stored(isolated_home, web.workspace, f"other {n}") for n in range(READ_CACHE + 2)]
+    streams = [asyncio.ensure_future(read_stream(web, other, lambda frames: False)) for other in others]
+    await until(lambda: all(web.server.hub.streams.sessions_topic.has(other) for other in others))
     for other in others:
         assert (await web.client.get(f"/api/sessions/{other}/events")).status_code == 200
         assert len(views.kept()) <= READ_CACHE
     assert views.kept() == others[-READ_CACHE:]
+    for each in streams:
+        each.cancel()
