@@ -16,7 +16,11 @@ from pydsh.llm.keys import LLM
 
 
 class ImagePromptError(PydshError):
-    """A prompt's images refused; the message is the one the frontend shows."""
+    """A prompt's images refused; the message is the one the frontend shows, ``code`` says why."""
+
+    def __init__(self, message: str, code: str = "INVALID_IMAGE") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def has_image(blocks: list[dict[str, Any]]) -> bool:
@@ -40,12 +44,12 @@ async def admit_images(ctx: Context, agent: Any, blocks: list[dict[str, Any]]) -
         return blocks
     store = ctx.get(ATTACHMENTS)
     if store is None:
-        raise ImagePromptError("image prompt requires an attachment store")
+        raise ImagePromptError("image prompt requires an attachment store", "NO_ATTACHMENT_STORE")
     capable, model = await vision_model(ctx, agent)
     if not capable:
-        raise ImagePromptError(f'Model "{model}" does not support image input.')
+        raise ImagePromptError(f'Model "{model}" does not support image input.', "TEXT_ONLY_MODEL")
     if sum(b.get("type") == "image" for b in blocks) > MAX_IMAGES_PER_MESSAGE:
-        raise ImagePromptError(f"a prompt may carry at most {MAX_IMAGES_PER_MESSAGE} images")
+        raise ImagePromptError(f"a prompt may carry at most {MAX_IMAGES_PER_MESSAGE} images", "TOO_MANY_IMAGES")
     return [_stored(store, b) if b.get("type") == "image" else b for b in blocks]
 
 
@@ -58,6 +62,6 @@ def _stored(store: Any, block: dict[str, Any]) -> dict[str, Any]:
     except (binascii.Error, ValueError):
         raise ImagePromptError("image data is not valid base64") from None
     except ImageError as exc:
-        raise ImagePromptError(str(exc)) from None
+        raise ImagePromptError(str(exc), exc.code) from None
     order = ("attachmentId", "mediaType", "width", "height", "bytes")
     return {"type": "image", "attachment": {key: ref[key] for key in order}}
