@@ -28,9 +28,9 @@ def has_image(blocks: list[dict[str, Any]]) -> bool:
     return any(b.get("type") == "image" for b in blocks)
 
 
-async def vision_model(ctx: Context, agent: Any) -> tuple[bool, str]:
-    """Whether the agent's route declares image input, and its model."""
-    route = route_of(ctx, agent)
+async def vision_model(ctx: Context, agent: Any, route: dict[str, Any] | None = None) -> tuple[bool, str]:
+    """Whether the route (by default the agent's own) declares image input, and its model."""
+    route = route or route_of(ctx, agent)
     llm = ctx.get(LLM)
     if llm is None or not llm.has_adapter(route["provider"]):
         return False, route["model"]
@@ -38,14 +38,18 @@ async def vision_model(ctx: Context, agent: Any) -> tuple[bool, str]:
     return "image" in (info.get("inputModalities") or ()), route["model"]
 
 
-async def admit_images(ctx: Context, agent: Any, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``blocks`` with each inline image stored and replaced by its reference; ``ImagePromptError`` otherwise."""
+async def admit_images(
+    ctx: Context, agent: Any, blocks: list[dict[str, Any]], route: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """``blocks`` with each inline image stored and replaced by its reference; ``ImagePromptError`` otherwise.
+
+    ``route`` is the one the agent's next step takes when a frontend switched it (else the agent's own)."""
     if not has_image(blocks):
         return blocks
     store = ctx.get(ATTACHMENTS)
     if store is None:
         raise ImagePromptError("image prompt requires an attachment store", "NO_ATTACHMENT_STORE")
-    capable, model = await vision_model(ctx, agent)
+    capable, model = await vision_model(ctx, agent, route)
     if not capable:
         raise ImagePromptError(f'Model "{model}" does not support image input.', "TEXT_ONLY_MODEL")
     if sum(b.get("type") == "image" for b in blocks) > MAX_IMAGES_PER_MESSAGE:

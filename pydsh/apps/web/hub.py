@@ -178,7 +178,8 @@ class WebHub:
             source["clientTimeZone"] = zone
         if refs:
             source[references.FIELD] = refs
-        prompt = await web_images.admitted(self.ctx, agent.live, web_images.blocks(text, images or []))
+        blocks = web_images.blocks(text, images or [])
+        prompt = await web_images.admitted(self.ctx, agent.live, blocks, self._selections.current(agent.live))
         try:
             receipt = await agent.submit(prompt, mode="steer" if mode == "steer" else "queue", source=source)
         except ValueError as exc:

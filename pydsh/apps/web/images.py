@@ -28,12 +28,15 @@ def blocks(text: str, images: list[dict[str, Any]]) -> list[dict[str, Any]] | st
     return [*head, *images]
 
 
-async def admitted(ctx: Context, agent: Any, prompt: list[dict[str, Any]] | str) -> list[dict[str, Any]] | str:
-    """``prompt`` with its images stored and logged by reference; a 4xx naming the reason otherwise."""
+async def admitted(
+    ctx: Context, agent: Any, prompt: list[dict[str, Any]] | str, route: dict[str, Any] | None
+) -> list[dict[str, Any]] | str:
+    """``prompt`` with its images stored and logged by reference (checked against ``route``, the model the page
+    selected, if any); a 4xx naming the reason otherwise."""
     if isinstance(prompt, str):
         return prompt
     try:
-        return await admit_images(ctx, agent, prompt)
+        return await admit_images(ctx, agent, prompt, route)
     except ImagePromptError as exc:
         status = 413 if exc.code in TOO_LARGE else 422
         raise ApiError(status, "image_refused", str(exc)) from None
