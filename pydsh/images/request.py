@@ -2,9 +2,9 @@
 
 The log holds references only; here each ``image`` block becomes, for this request only, a text handle
 naming the stored copy followed by the image with its bytes (``data``, base64) for the adapter to encode.
-A model without image input gets a one-line placeholder instead, and an image compaction offloaded
-(``offloaded`` on the block) a placeholder naming where the stored copy is. Every text is a function of
-the logged reference and the store's path, so a request is rebuilt from the log alone.
+A model without image input gets a one-line placeholder instead, and an image an ``image/offload`` decision
+omitted (:mod:`pydsh.images.offload`) a placeholder naming where the stored copy is. Every text is a function
+of the logged reference, the logged decisions and the store's path, so a request is rebuilt from the log alone.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydsh.images.offload import Budget, fit, marks
 from pydsh.images.store import AttachmentStore
 from pydsh.session.events import FrozenDict, FrozenList
+from pydsh.session.log import Session
 
 EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "image/gif": ".gif"}
 CACHED = 256
@@ -60,21 +62,29 @@ class Projection:
 
     def __init__(self, store: AttachmentStore) -> None:
         self.store = store
-        self.kept: OrderedDict[tuple[int, bool], tuple[dict[str, Any], dict[str, Any]]] = OrderedDict()
+        self.kept: OrderedDict[Key, tuple[dict[str, Any], dict[str, Any]]] = OrderedDict()
 
-    def messages(self, messages: list[dict[str, Any]], vision: bool) -> list[dict[str, Any]]:
-        """``messages`` with every message that holds an image projected (the others as they are)."""
-        return [self.message(m, vision) if _has_image(m) else m for m in messages]
+    def messages(
+        self, messages: list[dict[str, Any]], vision: bool, offloaded: dict[int, frozenset[int]]
+    ) -> list[dict[str, Any]]:
+        """``messages`` with every message that holds an image projected (the others as they are);
+        ``offloaded`` names the omitted image indexes by the identity of their message."""
+        return [self.message(m, vision, offloaded.get(id(m), NONE)) if _has_image(m) else m for m in messages]
 
-    def message(self, message: dict[str, Any], vision: bool) -> dict[str, Any]:
-        key = (id(message), vision)
+    def message(self, message: dict[str, Any], vision: bool, gone: frozenset[int] = frozenset()) -> dict[str, Any]:
+        key = (id(message), vision, gone)
         hit = self.kept.get(key)
         if hit is not None and hit[0] is message:
             self.kept.move_to_end(key)
             return hit[1]
         content: list[Any] = []
+        index = 0
         for block in message["content"]:
-            content.extend(self.block(block, vision) if block.get("type") == "image" else [block])
+            if block.get("type") != "image":
+                content.append(block)
+                continue
+            content.extend(self.block({**block, "offloaded": True} if index in gone else block, vision))
+            index += 1
         projected = {**message, "content": FrozenList(content)}
         result = FrozenDict(projected) if type(message) is FrozenDict else projected
         self.kept[key] = (message, result)
@@ -93,21 +103,35 @@ class Projection:
         return [handle, {"type": "image", "attachment": ref, "data": data}]
 
 
+Key = tuple[int, bool, frozenset[int]]
+NONE: frozenset[int] = frozenset()
+
+
 def _has_image(message: dict[str, Any]) -> bool:
     return any(b.get("type") == "image" for b in message.get("content") or ())
 
 
 Resolve = Callable[[str, str], Awaitable[bool]]
+Find = Callable[[str], Session | None]
 
 
-def projector(projection: Projection, vision: Resolve) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
-    """The call options an adapter sees: those of a request holding images get their messages projected."""
+def projector(
+    projection: Projection, vision: Resolve, session_of: Find, budget: Budget
+) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    """The call options an adapter sees: those of a request holding images get their messages projected.
+
+    An agent's request (built from its session's log) first offloads the oldest images when an image route's
+    budget would be exceeded; the omissions its log records apply on every route."""
 
     async def project(options: dict[str, Any]) -> dict[str, Any]:
         messages = options.get("messages") or []
         if not any(_has_image(m) for m in messages):
             return options
         capable = await vision(str(options.get("provider")), str(options.get("model")))
-        return {**options, "messages": projection.messages(messages, capable)}
+        session = session_of(str(options.get("sessionId"))) if options.get("loop_built") else None
+        if session is not None and capable:
+            fit(session, budget)
+        offloaded = marks(session) if session is not None else {}
+        return {**options, "messages": projection.messages(messages, capable, offloaded)}
 
     return project
