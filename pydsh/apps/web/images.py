@@ -1,19 +1,23 @@
 """Images of ``pydsh web``: the prompt's image blocks admitted through the shared code of every frontend
-(:mod:`pydsh.images.prompt`), and the stored copies served back to the page by their content id."""
+(:mod:`pydsh.images.prompt`), and the stored copies served back to the page by their content id.
+
+The hub imports this module when the web profile loads, so starlette is imported only where a request is
+answered (the web stack loads when the server starts serving)."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
-
-from starlette.requests import Request
-from starlette.responses import Response
+from typing import TYPE_CHECKING, Any
 
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.images.keys import ATTACHMENTS
 from pydsh.images.prompt import ImagePromptError, admit_images
 from pydsh.images.store import ImageError, sniff
 from pydsh.kernel.context import Context
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 ATTACHMENT_ID = re.compile(r"sha256:[0-9a-f]{64}")
 TOO_LARGE = frozenset({"IMAGE_TOO_LARGE", "IMAGE_DIMENSION_TOO_LARGE", "IMAGE_TOO_MANY_PIXELS", "TOO_MANY_IMAGES"})
@@ -44,6 +48,8 @@ async def admitted(
 
 def attachment(ctx: Context, request: Request) -> Response:
     """``GET /api/attachments/{id}``: a stored image by its ``sha256:`` id, typed by its own signature."""
+    from starlette.responses import Response
+
     attachment_id: str = request.path_params["attachmentId"]
     store = ctx.get(ATTACHMENTS)
     if store is None or not ATTACHMENT_ID.fullmatch(attachment_id):
