@@ -43,7 +43,9 @@ def images_sent(model: ThreadedMock) -> list[str]:
 
 def thumbnails_loaded(page: Any) -> int:
     """How many message thumbnails the browser decoded (each fetched from the attachment endpoint)."""
-    return int(page.evaluate("[...document.querySelectorAll('.message-image img')].filter((i) => i.naturalWidth).length"))
+    return int(
+        page.evaluate("[...document.querySelectorAll('.message-image img')].filter((i) => i.naturalWidth).length")
+    )
 
 
 def test_pasted_and_uploaded_images_reach_the_model_and_the_chat(web, browse, model):
@@ -57,7 +59,9 @@ def test_pasted_and_uploaded_images_reach_the_model_and_the_chat(web, browse, mo
     page.select_option("#model-select", "deepseek-official\u0000deepseek-flash")
     page.evaluate(PASTE, [base64.b64encode(png(3, 2)).decode()])
     page.get_by_role("button", name="Attach images").wait_for()
-    page.set_input_files(".attach-wrap input[type=file]", files=[{"name": "b.png", "mimeType": "image/png", "buffer": png(5, 4)}])
+    page.set_input_files(
+        ".attach-wrap input[type=file]", files=[{"name": "b.png", "mimeType": "image/png", "buffer": png(5, 4)}]
+    )
     chips = page.locator(".image-chip")
     chips.nth(1).wait_for()
     assert [chips.nth(i).locator("img").get_attribute("alt") for i in range(2)] == ["Pasted image 1", "b.png"]
@@ -67,12 +71,16 @@ def test_pasted_and_uploaded_images_reach_the_model_and_the_chat(web, browse, mo
     chips.first.wait_for(state="detached")
     assert images_sent(model)[:2] == [base64.b64encode(png(3, 2)).decode(), base64.b64encode(png(5, 4)).decode()]
     page.wait_for_function("document.querySelectorAll('.message-image img').length === 2")
-    page.wait_for_function("[...document.querySelectorAll('.message-image img')].every((i) => i.complete && i.naturalWidth)")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.message-image img')].every((i) => i.complete && i.naturalWidth)"
+    )
     assert page.locator(".user-msg .bubble").inner_text() == "What are these?"
     screenshot(page, "images-chat")
     page.reload()
     page.locator(".turn-end").wait_for()
-    page.wait_for_function("[...document.querySelectorAll('.message-image img')].filter((i) => i.naturalWidth).length === 2")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.message-image img')].filter((i) => i.naturalWidth).length === 2"
+    )
     assert thumbnails_loaded(page) == 2
 
 
@@ -91,7 +99,9 @@ def test_a_text_only_model_keeps_the_draft_and_says_why(web, browse, model):
     sid = server.session_ids()[0]
     selected = lambda: [e["data"].get("model") for e in server.events(sid, "model/selection")]  # noqa: E731
     wait_for(lambda: selected()[-1:] == ["deepseek-v4-flash"], message="the text-only model selected")
-    page.set_input_files(".attach-wrap input[type=file]", files=[{"name": "c.png", "mimeType": "image/png", "buffer": png(2, 2)}])
+    page.set_input_files(
+        ".attach-wrap input[type=file]", files=[{"name": "c.png", "mimeType": "image/png", "buffer": png(2, 2)}]
+    )
     page.locator(".image-chip").wait_for()
     send(page, "And this?")
     error = page.locator(".composer-error")
