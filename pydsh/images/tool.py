@@ -40,8 +40,11 @@ optional = (LLM,)
 
 
 async def image_capable(ctx: Context, exec: ToolExec) -> tuple[bool, str]:
-    """Whether the calling agent's route declares image input, and its model's name."""
-    route = route_of(ctx, exec.agent)  # type: ignore[arg-type]  # every tool caller is a loop agent
+    """Whether the route of the step that called the tool declares image input, and its model's name: the
+    route its logged ``request/header`` names (a frontend's model switch included), else the agent's own."""
+    header = exec.agent.session.request_header() if exec.agent is not None else None
+    config = header["config"] if header is not None else None
+    route = config or route_of(ctx, exec.agent)  # type: ignore[arg-type]  # every tool caller is a loop agent
     llm = ctx.get(LLM)
     if llm is None or not route["model"] or not llm.has_adapter(route["provider"]):
         return False, route["model"]

@@ -63,3 +63,15 @@ async def test_a_text_only_route_advertises_no_images_and_refuses_one(tmp_path: 
         assert switched.stop_reason == "end_turn"
     sent = [e["data"] for e in logged(sid) if e["type"] == "user/message" and e["data"]["source"]["kind"] == "user"]
     assert [[block["type"] for block in message["content"]] for message in sent] == [["image"]]
+
+
+async def test_read_image_follows_the_model_the_editor_switched_to(tmp_path: Path, workspace: Path) -> None:
+    (workspace / "a.png").write_bytes(png(3, 2))
+    call = {"tool_calls": [{"name": "read_image", "arguments": {"file_path": "a.png"}}]}
+    async with bridge(tmp_path, [call, {"text": "red"}]) as b:
+        sid = await b.session(workspace)
+        await b.conn.set_config_option(config_id="model", session_id=sid, value=VISION)
+        assert (await b.say(sid, "look at a.png")).stop_reason == "end_turn"
+    [result] = [e["data"] for e in logged(sid) if e["type"] == "tool/result"]
+    assert "error" not in result
+    assert [block["type"] for block in result["message"]["content"]] == ["text", "image"]
