@@ -3,13 +3,12 @@ offload of the oldest images when a request would exceed the route's image budge
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pydsh.images.keys import ATTACHMENTS
 from pydsh.images.offload import Budget
 from pydsh.images.request import Projection, projector
 from pydsh.images.store import AttachmentStore
 from pydsh.kernel.compose import dsh_home
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.llm.keys import LLM
 from pydsh.session.keys import SESSIONS
