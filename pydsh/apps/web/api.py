@@ -266,6 +266,10 @@ class Api:
         default_preset, default_model = self.state.new_session_defaults()
         model = body.model.model_dump(exclude_none=True) if body.model is not None else default_model
         preset = body.permissionPreset or default_preset
+        if body.prompt is not None and body.prompt.images:
+            from pydsh.apps.web.images import check_route
+
+            await check_route(self.hub.ctx, model)
         agent = await self.hub.create_session(self.state.expand(body.cwd), body.agentPreset, preset, model)
         out: dict[str, Any] = {}
         if body.prompt is not None:

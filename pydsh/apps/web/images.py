@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.images.keys import ATTACHMENTS
-from pydsh.images.prompt import ImagePromptError, admit_images
+from pydsh.images.prompt import ImagePromptError, admit_images, vision_model
 from pydsh.images.store import ImageError, sniff
 from pydsh.kernel.context import Context
 
@@ -44,6 +44,13 @@ async def admitted(
     except ImagePromptError as exc:
         status = 413 if exc.code in TOO_LARGE else 422
         raise ApiError(status, "image_refused", str(exc)) from None
+
+
+async def check_route(ctx: Context, route: dict[str, Any] | None) -> None:
+    """Refuse a new session's first prompt images before the session exists, when its route is text-only."""
+    capable, model = await vision_model(ctx, None, route)
+    if not capable:
+        raise ApiError(422, "image_refused", f'Model "{model}" does not support image input.')
 
 
 def attachment(ctx: Context, request: Request) -> Response:

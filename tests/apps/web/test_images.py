@@ -78,6 +78,14 @@ async def test_a_text_only_route_refuses_an_image_with_the_sdk_text(web: Web, is
     assert not (isolated_home / "attachments").exists()
 
 
+async def test_a_new_session_is_not_created_for_images_its_route_cannot_take(web: Web) -> None:
+    body = {"cwd": str(web.workspace), "prompt": {"text": "look", "images": [image(png(2, 2))]}}
+    response = await web.post("/api/sessions", body)
+    assert response.status_code == 422
+    assert response.json()["error"]["message"] == 'Model "deepseek-v4-flash" does not support image input.'
+    assert (await web.client.get("/api/sessions")).json()["sessions"] == []
+
+
 async def test_oversized_and_malformed_images_are_refused_before_queueing(isolated_home: Path, tmp_path: Path) -> None:
     huge = png(2, 2)[:16] + struct.pack(">II", 9000, 10) + png(2, 2)[24:]
     async for web in open_web([{"text": "ok"}], isolated_home, tmp_path, providers=VISION):
