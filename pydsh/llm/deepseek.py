@@ -59,13 +59,18 @@ class ModelEntry(BaseModel):
     maxTokens: int | None = Field(default=None, gt=0)
     systemPromptUpdate: Literal["in-history"] | None = None
     toolUpdate: Literal["in-history", "addition-only"] | None = None
+    inputModalities: list[Literal["text", "image"]] = Field(default_factory=lambda: ["text"], min_length=1)
 
 
 SHIPPED_MODELS = (
     ModelEntry(id="deepseek-v4-flash", name="DeepSeek-V4-Flash"),
     ModelEntry(id="deepseek-v4-pro", name="DeepSeek-V4-Pro"),
     ModelEntry(
-        id="deepseek-flash", name="DeepSeek-V4.1-Flash", systemPromptUpdate="in-history", toolUpdate="addition-only"
+        id="deepseek-flash",
+        name="DeepSeek-V4.1-Flash",
+        systemPromptUpdate="in-history",
+        toolUpdate="addition-only",
+        inputModalities=["text", "image"],
     ),
 )
 
@@ -222,6 +227,8 @@ class MessagesRequest:
             if btype == "text":
                 if block["text"]:
                     parts.append({"type": "text", "text": block["text"]})
+            elif btype == "image" and "data" in block:
+                parts.append(_image(block))
             elif btype not in ("reasoning", "tool-call"):
                 raise _unsupported(f"{btype} content in user messages")
         return parts
@@ -250,6 +257,9 @@ class MessagesRequest:
     def _tool_result(message: dict[str, Any]) -> dict[str, Any]:
         content = []
         for block in message.get("content") or []:
+            if block.get("type") == "image" and "data" in block:
+                content.append(_image(block))
+                continue
             if block.get("type") != "text":
                 raise _unsupported(f"{block.get('type')} content in tool results")
             if block["text"]:
@@ -271,6 +281,12 @@ class MessagesRequest:
         pairing.feed(final)
         pairing.end()
         return http.Encoded([*self.sealed, final], "[" + ",".join([*self.encoded, http.compact_json(final)]) + "]")
+
+
+def _image(block: dict[str, Any]) -> dict[str, Any]:
+    """An image whose bytes the request's image projection supplied, as a base64 source."""
+    source = {"type": "base64", "media_type": block["attachment"]["mediaType"], "data": block["data"]}
+    return {"type": "image", "source": source}
 
 
 def _results_first(message: dict[str, Any]) -> dict[str, Any]:
@@ -598,7 +614,7 @@ class DeepSeekAdapter:
         info: ModelInfo = {"provider": provider, "id": model, "name": (entry and entry.name) or model}
         if entry is not None and entry.description:
             info["description"] = entry.description
-        info["inputModalities"] = ["text"]
+        info["inputModalities"] = list(entry.inputModalities) if entry is not None else ["text"]
         info["context"] = {"contextWindow": (entry and entry.contextWindow) or self.config.defaultContextWindow}
         info["defaultMaxTokens"] = (entry and entry.maxTokens) or self.config.maxTokens
         info["reasoning"] = self._efforts()  # type: ignore[typeddict-item]

@@ -41,6 +41,7 @@ class ModelEntry(BaseModel):
     name: str | None = None
     contextWindow: int | None = Field(default=None, gt=0)
     maxTokens: int | None = Field(default=None, gt=0)
+    inputModalities: list[Literal["text", "image"]] = Field(default_factory=lambda: ["text"], min_length=1)
 
 
 class ReasoningConfig(BaseModel):
@@ -119,6 +120,18 @@ def _joined(message: dict[str, Any], kinds: tuple[str, ...], role: str) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
+def _parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A user message with images as chat content parts: its texts, and each image as a ``data:`` URL."""
+    parts: list[dict[str, Any]] = []
+    for block in message.get("content") or []:
+        if block.get("type") == "text" and block["text"]:
+            parts.append({"type": "text", "text": block["text"]})
+        elif block.get("type") == "image":
+            url = f"data:{block['attachment']['mediaType']};base64,{block['data']}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
 class ChatHistory:
     """Chat messages of the harness history (spec 04 §5.3), built message by message."""
 
@@ -149,6 +162,9 @@ class ChatHistory:
             if text:
                 self.append({"role": "system", "content": text})
         elif role == "user":
+            if any(b.get("type") == "image" and "data" in b for b in message.get("content") or ()):
+                self.append({"role": "user", "content": _parts(message)})
+                return
             text = _joined(message, ("text",), "user")
             if text:
                 self.append({"role": "user", "content": text})
@@ -368,7 +384,7 @@ class OpenAICompatAdapter:
         config = self.route(provider)
         entry = next((m for m in config.models if m.id == model), None)
         info: ModelInfo = {"provider": provider, "id": model, "name": (entry and entry.name) or model}
-        info["inputModalities"] = ["text"]
+        info["inputModalities"] = list(entry.inputModalities) if entry is not None else ["text"]
         info["context"] = {"contextWindow": (entry and entry.contextWindow) or config.defaultContextWindow}
         max_tokens = (entry and entry.maxTokens) or config.maxTokens
         if max_tokens:

@@ -17,7 +17,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydsh.kernel.cancel import NEVER, AbortSignal
 from pydsh.kernel.config import BaseModel, ConfigDict, Field
@@ -423,6 +423,8 @@ def _model_info(provider: str, entry: dict[str, Any]) -> ModelInfo:
         info["context"] = {"contextWindow": entry["contextWindow"]}
     if entry.get("defaultMaxTokens") is not None:
         info["defaultMaxTokens"] = entry["defaultMaxTokens"]
+    if entry.get("inputModalities"):
+        info["inputModalities"] = list(entry["inputModalities"])
     efforts = entry.get("reasoningEfforts")
     if efforts:
         info["reasoning"] = {"efforts": [{"id": e, "name": e} for e in efforts]}
@@ -645,6 +647,7 @@ class ModelConfig(BaseModel):
     defaultMaxTokens: int | None = Field(default=None, gt=0)
     reasoningEfforts: list[str] | None = None
     defaultReasoningEffort: str | None = None
+    inputModalities: list[Literal["text", "image"]] | None = None
 
 
 class ProviderConfig(BaseModel):

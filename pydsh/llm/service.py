@@ -32,6 +32,9 @@ from pydsh.llm.types import (
     StreamChunk,
 )
 
+Projection = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Options in, the options an adapter is to see out (the input is frozen: return a copy to change it)."""
+
 log = logging.getLogger("pydsh.llm")
 
 CONFIG_KEYS = ("provider", "model", "reasoningEffort", "temperature", "maxTokens", "stop")
@@ -81,6 +84,7 @@ class LlmService:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self._routes: dict[str, LlmAdapter] = {}
+        self._projections: list[Projection] = []
 
     # -- registry -------------------------------------------------------------------------
 
@@ -104,6 +108,12 @@ class LlmService:
                 self.ctx.emit(ADAPTERS_UPDATED, AdaptersUpdated(providers=list(self._routes)))
 
         return ctx.register(remove)
+
+    def add_projection(self, ctx: Context, projection: Projection) -> Disposer:
+        """Have ``projection`` rewrite the options of every call that reaches an adapter (say, to put back the
+        bytes of images the log holds by reference), as an effect of ``ctx``'s fiber."""
+        self._projections.append(projection)
+        return ctx.register(lambda: self._projections.remove(projection))
 
     def has_adapter(self, provider: str) -> bool:
         return provider in self._routes
@@ -186,8 +196,23 @@ class LlmService:
         """The waterfall default: the bound (or routed) adapter's ``stream`` on gated options."""
         if adapter is None:
             adapter = self.adapter_for(options["provider"])
+        if self._projections:
+            return self._projected(options, adapter)
         stream: AsyncIterator[StreamChunk] = adapter.stream(self.gate_replay_state(options, adapter))
         return stream
+
+    async def _projected(self, options: dict[str, Any], adapter: LlmAdapter) -> AsyncIterator[StreamChunk]:
+        """The adapter's stream on ``options`` as every projection rewrote them."""
+        for projection in list(self._projections):
+            options = await projection(options)
+        stream = adapter.stream(self.gate_replay_state(options, adapter))
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            closer = getattr(stream, "aclose", None)
+            if closer is not None:
+                await _quietly(closer)
 
     def gate_replay_state(self, options: dict[str, Any], adapter: LlmAdapter) -> dict[str, Any]:
         """A copy of ``options`` whose assistant messages lose replay state another adapter produced."""

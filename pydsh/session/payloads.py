@@ -251,7 +251,25 @@ KNOWN_PLUGIN_TYPES = (
     "session-log-deepseek/delivery-accepted",
 )
 
+
+def _image_offload(data: Any) -> str | None:
+    """``{targets: [{seq, imageIndexes}]}``: nonempty, each index list strictly increasing (the reference's shape)."""
+    targets = data.get("targets") if isinstance(data, dict) and set(data) == {"targets"} else None
+    if not isinstance(targets, list) or not targets:
+        return "data must contain a nonempty targets array"
+    for target in targets:
+        if not isinstance(target, dict) or set(target) != {"seq", "imageIndexes"} or type(target["seq"]) is not int:
+            return "each target must contain a seq and nonempty imageIndexes"
+        indexes = target["imageIndexes"]
+        if not isinstance(indexes, list) or not indexes or any(type(i) is not int or i < 0 for i in indexes):
+            return "each target must contain a seq and nonempty imageIndexes"
+        if indexes != sorted(set(indexes)):
+            return "imageIndexes must be strictly increasing"
+    return None
+
+
 for _type, _check in CORE.items():
     register_event_type(_type, _check)
+register_event_type("image/offload", _image_offload)
 for _type in KNOWN_PLUGIN_TYPES:
     register_event_type(_type, _obj)

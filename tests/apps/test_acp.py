@@ -250,7 +250,7 @@ async def test_prompt_content_admission(tmp_path: Path, workspace: Path) -> None
     async with bridge(tmp_path, [{"text": "seen"}]) as b:
         sid = await b.session(workspace)
         cases = [
-            (acp.image_block("aGk=", "image/png"), "inline image prompts were not advertised by this connection"),
+            (acp.image_block("aGk=", "image/png"), 'Model "deepseek-v4-flash" does not support image input.'),
             (acp.audio_block("aGk=", "audio/wav"), "audio prompt content is not supported"),
             (
                 acp.resource_block(acp.embedded_text_resource("file:///a", "x")),

@@ -1,8 +1,8 @@
 """The ``sdk-minimal`` profile (spec 06 §2.3): ``DeepSeekHarness(profile="sdk-minimal")`` as the SDK README shows.
 
-A fixed system prompt (``DSH_SYSTEM_PROMPT`` replaces it), only ``bash`` and ``working_directory``,
-unconfined shells, no policy events and ``maxTokensAsSuccess`` off — what the reference's profile of
-that name advertises, less ``read_image``, which pydsh leaves out (README, "Tools").
+A fixed system prompt (``DSH_SYSTEM_PROMPT`` replaces it), only ``bash``, ``read_image`` and
+``working_directory``, unconfined shells, no policy events and ``maxTokensAsSuccess`` off — what the
+reference's profile of that name advertises.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ def request_of(model: ThreadedMock, index: int = 0) -> tuple[list[str], Any]:
     return [tool["name"] for tool in body["tools"]], body["system"]
 
 
-def test_sdk_minimal_serves_a_fixed_prompt_bash_and_working_directory(
+def test_sdk_minimal_serves_a_fixed_prompt_bash_read_image_and_working_directory(
     client: ClientKind, mock: Callable[..., ThreadedMock]
 ) -> None:
     model = mock([BASH, {"text": "done"}])
     with client.harness(model.base_url, profile="sdk-minimal") as harness:
         result = harness.run("where are we?", session_id="m1")
     assert (result.final_response, result.finish_reason) == ("done", "completed")
-    assert request_of(model) == (["bash", "working_directory"], PROMPT)
+    assert request_of(model) == (["bash", "read_image", "working_directory"], PROMPT)
     types = [e["type"] for e in client.wire.events("m1")]
     assert not {"permission/preset", "sandbox/mode", "approval/policy"} & set(types)
     output = next(e for e in result.events if e["type"] == "tool/result")["data"]["message"]["content"][0]["text"]
@@ -82,5 +82,4 @@ def test_sdk_minimal_advertises_what_the_reference_does(
         events = [e["type"] for e in result.events if e["type"] != "session-log-deepseek/delivery-accepted"]
         seen[runtime] = (*request_of(model), events, model.requests[0]["body"]["messages"])
     tools, system, events, messages = seen["pydsh"]
-    assert set(seen["reference"][0]) - set(tools) == {"read_image"}
-    assert (system, events, messages) == seen["reference"][1:]
+    assert (tools, system, events, messages) == seen["reference"]

@@ -473,9 +473,9 @@ def test_bash_output_stays_inside_tool_result(client: ClientKind, mock: Callable
     client.wire.frames()
 
 
-def test_inline_image_needs_an_attachment_store(client: ClientKind) -> None:
+def test_inline_image_needs_a_model_with_image_input(client: ClientKind) -> None:
     image = [{"type": "image", "data": "aGk=", "mimeType": "image/png"}]
-    with client.harness() as harness, rejected(client, "SDK image prompt requires an attachment store"):
+    with client.harness() as harness, rejected(client, 'Model "deepseek-v4-flash" does not support image input.'):
         harness.run(image, session_id="i1")
 
 

@@ -125,7 +125,7 @@ class Bridge:
         self.updates.usage = client_capabilities is not None and client_capabilities.session is not None
         capabilities = AgentCapabilities(
             mcp_capabilities=McpCapabilities(http=True),
-            prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=False),
+            prompt_capabilities=PromptCapabilities(image=await self._images(), audio=False, embedded_context=False),
             session_capabilities=SessionCapabilities(
                 close=SessionCloseCapabilities(), list=SessionListCapabilities(), resume=SessionResumeCapabilities()
             ),
@@ -136,6 +136,16 @@ class Bridge:
             agent_capabilities=capabilities,
             auth_methods=[],
         )
+
+    async def _images(self) -> bool:
+        """Whether new sessions take prompt images: an attachment store, and a default route with image input."""
+        from pydsh.images.keys import ATTACHMENTS
+        from pydsh.images.prompt import vision_model
+
+        if self.ctx.get(ATTACHMENTS) is None:
+            return False
+        route = {"provider": self.default.provider, "model": self.default.model} if self.default else None
+        return (await vision_model(self.ctx, None, route))[0]
 
     @_guarded
     async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse:
@@ -340,9 +350,10 @@ class Bridge:
         entry = self._entry(session_id)
         if entry.prompt is not None:
             raise invalid("a prompt is already in flight for this session")
-        text = admit_prompt(prompt)
+        blocks = admit_prompt(prompt)
         state = entry.prompt = PromptState()
         try:
+            text = await self._stored(entry, blocks)
             if entry.selection is not None:
                 entry.model_selection.current = entry.selection.route()
             receipt = await entry.agent.submit(text, message_id=str(uuid.uuid4()))
@@ -359,6 +370,18 @@ class Bridge:
         finally:
             if entry.prompt is state:
                 entry.prompt = None
+
+    async def _stored(self, entry: BridgeSession, prompt: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+        """The prompt with its images stored and logged by reference, checked against the session's route."""
+        if isinstance(prompt, str):
+            return prompt
+        from pydsh.images.prompt import ImagePromptError, admit_images
+
+        route = {"provider": entry.selection.provider, "model": entry.selection.model} if entry.selection else None
+        try:
+            return await admit_images(self.ctx, entry.agent.live, prompt, route)
+        except ImagePromptError as exc:
+            raise invalid(str(exc)) from None
 
     def cancel_soon(self, session_id: str) -> None:
         """``cancel`` from outside the library (a ``$/cancel_request`` of a prompt in flight)."""

@@ -104,8 +104,10 @@ def same_directory(a: str, b: str) -> bool:
 # -- prompts ---------------------------------------------------------------------------------
 
 
-def admit_prompt(blocks: Sequence[Any], images: bool = False) -> str:
-    """The text of the one user message of an ACP prompt (spec 11 §A.4 step 2); unsupported blocks are invalid."""
+def admit_prompt(blocks: Sequence[Any]) -> str | list[dict[str, Any]]:
+    """The one user message of an ACP prompt (spec 11 §A.4 step 2): its text, or content blocks when it carries
+    images (each text run one block, the images inline in order); unsupported blocks are invalid."""
+    out: list[dict[str, Any]] = []
     run: list[str] = []
     for block in blocks:
         kind = block.type
@@ -114,16 +116,26 @@ def admit_prompt(blocks: Sequence[Any], images: bool = False) -> str:
         elif kind == "resource_link":
             name, uri = json.dumps(block.name, ensure_ascii=False), json.dumps(block.uri, ensure_ascii=False)
             run.append(f"\n[resource_link name={name} uri={uri}]\n")
-        elif kind == "image" and not images:
-            raise invalid("inline image prompts were not advertised by this connection")
+        elif kind == "image":
+            if not block.data:
+                raise invalid("image prompt content must carry its data inline")
+            out += _text(run)
+            out.append({"type": "image", "data": block.data, "mimeType": block.mime_type})
+            run = []
         elif kind == "audio":
             raise invalid("audio prompt content is not supported")
         else:
             raise invalid("embedded resource prompt content is not supported")
-    text = "".join(run)
-    if not text.strip():
+    out += _text(run)
+    if not out:
         raise invalid("empty prompt")
-    return text
+    return out[0]["text"] if len(out) == 1 and out[0]["type"] == "text" else out
+
+
+def _text(run: list[str]) -> list[dict[str, Any]]:
+    """A run of text and links as one text block (none when it is blank)."""
+    text = "".join(run)
+    return [{"type": "text", "text": text}] if text.strip() else []
 
 
 # -- session updates -------------------------------------------------------------------------

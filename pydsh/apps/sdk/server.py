@@ -291,12 +291,19 @@ class SdkServer:
         self._accepting()
         params = PromptParams.model_validate(raw)
         session_id = self._storable("session/prompt", params.sessionId)
-        if params.has_inline_image:
-            raise WireError("SDK image prompt requires an attachment store")
         async with self._admission.hold(session_id):
             agent = self._live(await self._open(session_id))
-            receipt = await agent.submit(params.contentBlocks)
+            receipt = await agent.submit(await self._images(agent, params.contentBlocks))
         return {"messageId": receipt.message_id}
+
+    async def _images(self, agent: Agent, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The prompt with its inline images stored (refused with the reason when they cannot be)."""
+        from pydsh.images.prompt import ImagePromptError, admit_images
+
+        try:
+            return await admit_images(self.ctx, agent.live, blocks)
+        except ImagePromptError as exc:
+            raise WireError(str(exc)) from None
 
     async def _resume(self, raw: dict[str, Any]) -> dict[str, Any]:
         params = ResumeParams.model_validate(raw)

@@ -32,6 +32,7 @@ from pydsh.apps.web.bodies import (
     ModelBody,
     PermissionBody,
     PromptBody,
+    PromptFields,
     TitleBody,
     WorkspaceBody,
     check_prompt,
@@ -104,6 +105,7 @@ def build_app(hub: WebHub, state: WebState, guard_hosts: frozenset[str], throttl
         Route("/api/sessions/{id}/events", api.events),
         Route("/api/sessions/{id}/stream", api.stream),
         Route("/api/sessions/{id}/prompt", api.prompt, methods=["POST"]),
+        Route("/api/attachments/{attachmentId}", api.attachment),
         Route("/api/sessions/{id}/queue/{messageId}", api.unqueue, methods=["DELETE"]),
         Route("/api/sessions/{id}/cancel", api.cancel, methods=["POST"]),
         Route("/api/sessions/{id}/interrupt", api.interrupt, methods=["POST"]),
@@ -264,12 +266,22 @@ class Api:
         default_preset, default_model = self.state.new_session_defaults()
         model = body.model.model_dump(exclude_none=True) if body.model is not None else default_model
         preset = body.permissionPreset or default_preset
+        if body.prompt is not None and body.prompt.images:
+            from pydsh.apps.web.images import check_route
+
+            await check_route(self.hub.ctx, model)
         agent = await self.hub.create_session(self.state.expand(body.cwd), body.agentPreset, preset, model)
         out: dict[str, Any] = {}
         if body.prompt is not None:
             p = body.prompt
             out = await self.hub.prompt(
-                agent.session_id, p.text, "queue", p.clientMessageId, p.clientTimeZone, refs_asked=p.references
+                agent.session_id,
+                p.text,
+                "queue",
+                p.clientMessageId,
+                p.clientTimeZone,
+                refs_asked=p.references,
+                images=_images(p),
             )
             out.pop("queued", None)
         return JSONResponse({"session": self.hub.views.summary(agent.session), **out}, status_code=201)
@@ -364,9 +376,21 @@ class Api:
         check_prompt(body)
         sid = request.path_params["id"]
         out = await self.hub.prompt(
-            sid, body.text, body.mode, body.clientMessageId, body.clientTimeZone, refs_asked=body.references
+            sid,
+            body.text,
+            body.mode,
+            body.clientMessageId,
+            body.clientTimeZone,
+            refs_asked=body.references,
+            images=_images(body),
         )
         return JSONResponse(out, status_code=202)
+
+    async def attachment(self, request: Request) -> Response:
+        """A stored image of a message, for the chat's thumbnails."""
+        from pydsh.apps.web.images import attachment
+
+        return await asyncio.to_thread(attachment, self.hub.ctx, request)
 
     async def unqueue(self, request: Request) -> Response:
         await read_body(request, EmptyBody)
@@ -492,6 +516,11 @@ def _page(events: list[Any], last_seq: int, more: bool) -> Response:
     return JSONResponse(
         {"events": events, "firstSeq": events[0]["seq"] if events else None, "lastSeq": last_seq, "hasMore": more}
     )
+
+
+def _images(prompt: PromptFields) -> list[dict[str, Any]]:
+    """The prompt's inline images as content blocks."""
+    return [image.model_dump() for image in prompt.images or ()]
 
 
 def _sign_in_page(reason: str) -> Response:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import zoneinfo
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from starlette.requests import ClientDisconnect, Request
 
 from pydsh.apps.web.errors import ApiError
 from pydsh.apps.web.guard import MAX_BODY
 from pydsh.apps.web.limits import BODY_TIMED_OUT
+from pydsh.images.store import MAX_IMAGES_PER_MESSAGE
 from pydsh.kernel.text import without_lone_surrogates
 from pydsh.wire.framing import MAX_DEPTH, FrameError, FrameTooDeep, parse_frame
 
@@ -29,8 +30,18 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ImageBlock(Strict):
+    """An image of a prompt, inline as the SDK takes it (``pydsh.images.prompt`` stores it)."""
+
+    type: Literal["image"]
+    data: str
+    mimeType: str
+
+
 class PromptFields(Strict):
     text: str
+    images: Annotated[list[ImageBlock], Field(max_length=MAX_IMAGES_PER_MESSAGE)] | None = None
+    """Images riding with the text (the composer's paste and upload)."""
     clientMessageId: str | None = None
     clientTimeZone: str | None = None
     references: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] | None = None
@@ -160,10 +171,11 @@ async def read_body(request: Request, model: type[M]) -> M:
 
 
 def check_prompt(prompt: PromptFields) -> None:
-    """413 for text over 1 MB, 422 for empty text or an unknown time zone (before anything is queued)."""
+    """413 for text over 1 MB, 422 for empty text without images or an unknown time zone (before anything is
+    queued)."""
     if len(prompt.text.encode()) > MAX_PROMPT:
         raise ApiError(413, "prompt_too_large", "The prompt text is larger than 1 MB.")
-    if not prompt.text.strip():
+    if not prompt.text.strip() and not prompt.images:
         raise ApiError(422, "empty_prompt", "The prompt text is empty.")
     zone = prompt.clientTimeZone
     if zone is not None:

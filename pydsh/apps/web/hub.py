@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.hooks import PRE_STEP
 from pydsh.agent.keys import AGENT_PRESETS, AGENTS
+from pydsh.apps.web import images as web_images
 from pydsh.apps.web import references
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.streams import Streams
@@ -161,11 +162,12 @@ class WebHub:
         zone: str | None,
         *,
         refs_asked: list[str] | None = None,
+        images: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Queue a prompt as the next turn or steer it into the next step (F27); answered once it is on disk.
 
         ``refs_asked`` (session ids) ride in the prompt's source; the agent reads their snapshots when a
-        step claims it (``references.py``)."""
+        step claims it (``references.py``). ``images`` (inline blocks) are stored and logged by reference."""
         session = await self.views.read(session_id)
         if session.header.get("origin") == "subagent":
             raise ApiError(409, "member_session", "Member sessions take input from their agents, not from the user.")
@@ -176,8 +178,10 @@ class WebHub:
             source["clientTimeZone"] = zone
         if refs:
             source[references.FIELD] = refs
+        blocks = web_images.blocks(text, images or [])
+        prompt = await web_images.admitted(self.ctx, agent.live, blocks, self._selections.current(agent.live))
         try:
-            receipt = await agent.submit(text, mode="steer" if mode == "steer" else "queue", source=source)
+            receipt = await agent.submit(prompt, mode="steer" if mode == "steer" else "queue", source=source)
         except ValueError as exc:
             raise ApiError(409, "not_accepted", str(exc)) from None
         return {"messageId": receipt.message_id, "queued": receipt.queued, "acceptedAtSeq": receipt.accepted_at_seq}

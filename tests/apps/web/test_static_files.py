@@ -22,6 +22,7 @@ MODULES = [
     "trajectory.js",
     "inspector.js",
     "composer.js",
+    "images.js",
     "approval.js",
     "question.js",
     "todos.js",

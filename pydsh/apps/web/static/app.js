@@ -120,7 +120,7 @@ class Page {
       onClose: () => this.closeInspector(),
     });
     this.composer = new Composer($("composer"), {
-      send: (text, mode, references) => this.send(text, mode, references),
+      send: (text, mode, references, images) => this.send(text, mode, references, images),
       exportLog: () => this.exportLog(),
       stop: () => this.stop(),
       interrupt: () => this.interrupt(),
@@ -677,8 +677,8 @@ class Page {
     link.remove();
   }
 
-  async send(text, mode, references = []) {
-    const refs = references.length ? { references } : {};
+  async send(text, mode, references = [], images = []) {
+    const refs = { ...(references.length ? { references } : {}), ...(images.length ? { images } : {}) };
     if (!this.store) {
       const ws = app.workspaces.get(app.draftWorkspace);
       const cwd = ws?.path || app.info?.cwd || [...app.workspaces.values()][0]?.path;

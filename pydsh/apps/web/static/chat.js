@@ -2,6 +2,7 @@
 // groups with tool cards, answers, notices, message cards and turn-end rows.
 
 import { announce, append, clock, contentText, copyButton, duration, h, icon, replace } from "./dom.js";
+import { messageImages } from "./images.js";
 import { MarkdownView } from "./mdstream.js";
 import { messageCard } from "./messages.js";
 import { userKind } from "./store.js";
@@ -208,7 +209,8 @@ export class ChatView {
         h(
           "div",
           { class: "user-msg", dataset: { seq: ev.seq } },
-          h("div", { class: "bubble", text }),
+          text ? h("div", { class: "bubble", text }) : null,
+          messageImages(message.content),
           h("div", { class: "msg-meta" }, h("time", { text: clock(ev.time) }), copyButton(() => text, "Copy message")),
         ),
       );

@@ -4,6 +4,7 @@
 import { ApiError, api } from "./api.js";
 import { Completion } from "./completion.js";
 import { h, icon, replace } from "./dom.js";
+import { ImageTray } from "./images.js";
 import { app } from "./store.js";
 import { commandList, filesMatching, mergedSessions, pageCommand, sessionsFound, sessionsMatching } from "./suggestions.js";
 
@@ -13,7 +14,7 @@ export const PRESETS = ["read-only", "workspace-write", "danger-full-access"];
 export class Composer {
   /**
    * @param {HTMLElement} root
-   * @param {{send: (text: string, mode: "queue" | "steer", references: string[]) => Promise<void>, stop: () => void,
+   * @param {{send: (text: string, mode: "queue" | "steer", references: string[], images: object[]) => Promise<void>, stop: () => void,
    *   interrupt: () => void, confirm: (message: string) => Promise<boolean>, notify: (message: string) => void,
    *   exportLog: () => void}} ctx
    */
@@ -48,13 +49,16 @@ export class Composer {
     this.memberNote = h("p", { class: "muted member-note", hidden: true, text: "Agents give this session its input; you can interrupt it." });
     this.error = h("p", { class: "composer-error", role: "alert", hidden: true });
     this.text.addEventListener("input", () => this.showError(null));
+    this.images = new ImageTray((message) => this.showError(message));
+    this.text.addEventListener("paste", (e) => this.images.paste(e));
     this.box = h(
       "div",
       { class: "composer-box" },
       this.refs,
+      this.images.el,
       this.completion.el,
       this.text,
-      h("div", { class: "composer-row" }, h("span", { class: "chip-wrap" }, icon("shield"), this.permission), h("span", { class: "grow" }), h("span", { class: "chip-wrap" }, icon("cpu"), this.model), this.effort, this.stopButton, this.sendButton),
+      h("div", { class: "composer-row" }, this.images.controls, h("span", { class: "chip-wrap" }, icon("shield"), this.permission), h("span", { class: "grow" }), h("span", { class: "chip-wrap" }, icon("cpu"), this.model), this.effort, this.stopButton, this.sendButton),
     );
     replace(this.root, this.queue, this.error, this.box, h("div", { class: "member-bar" }, this.memberNote, this.interrupt));
   }
@@ -79,14 +83,16 @@ export class Composer {
 
   async submit(mode) {
     const text = this.text.value;
-    if (!text.trim()) return;
-    if (await this.runCommand(text)) return;
+    const images = this.images.blocks();
+    if (!text.trim() && !images.length) return;
+    if (!images.length && (await this.runCommand(text))) return;
     this.text.value = "";
     this.grow();
     this.showError(null);
     try {
-      await this.ctx.send(text, mode, [...this.references.keys()]);
+      await this.ctx.send(text, mode, [...this.references.keys()], images);
       this.setReferences(new Map());
+      this.images.clear();
     } catch (err) {
       this.text.value = text;
       this.grow();

@@ -1,0 +1,1 @@
+"""Images: a content-addressed attachment store, the ``read_image`` tool and image blocks in model requests."""
