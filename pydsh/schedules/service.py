@@ -60,10 +60,10 @@ class Schedules:
         """The agent's active reminders, by target then id."""
         return book_of(agent.session).listed()
 
-    def views(self, agent: Any) -> list[dict[str, Any]]:
-        """The active reminders as the tools and the web page show them."""
+    def views(self, session: Any) -> list[dict[str, Any]]:
+        """A session's active reminders as the tools and the web page show them."""
         now = self.clock()
-        return [records.view(r, now) for r in self.listed(agent)]
+        return [records.view(r, now) for r in book_of(session).listed()]
 
     def create(self, agent: Any, args: dict[str, Any]) -> Record:
         """Log a new reminder from one timing selector of ``args`` and arm it."""

@@ -213,7 +213,7 @@ class ScheduleTools:
         return records.view(self.service.create(agent, args), self.service.clock())
 
     def list(self, agent: Any, args: dict[str, Any]) -> Any:
-        return self.service.views(agent)
+        return self.service.views(agent.session)
 
     def delete(self, agent: Any, args: dict[str, Any]) -> Any:
         record_id = args.get("id")
