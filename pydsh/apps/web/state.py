@@ -62,7 +62,10 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
     "agentMessage.showMode": (False, bool),
     "agentMessage.showTargetStatus": (False, bool),
 }
-SERVER_COMMANDS = {"compact": "Compact the conversation now"}
+SERVER_COMMANDS = {
+    "compact": "Compact the conversation now",
+    "schedule": "List this session's reminders; /schedule delete ID cancels one",
+}
 """Prompts a composed plugin runs as a command instead of sending them to the model (spec 10 §4.8)."""
 CLIENT_ERRORS_PER_MINUTE = 20
 ESCAPED = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
