@@ -7,11 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pydsh.agent.loop import LoopAgent
 from pydsh.agent.presets import preset_setup
-from pydsh.schedules import records
 from pydsh.schedules.keys import SCHEDULES
 from pydsh.schedules.service import Schedules
 from pydsh.schedules.timing import parse_iso
@@ -22,13 +19,6 @@ SERVICE_ROWS = [{"insert": [{"id": "schedule", "name": "pydsh.schedules.service"
 COMMAND_ROWS = [{"insert": [{"id": "command-schedule", "name": "pydsh.schedules.command"}]}]
 NOW = parse_iso("2030-05-06T07:08:09.000Z")
 TOOLS = ["schedule_create", "schedule_list", "schedule_delete", "schedule_update"]
-
-
-@pytest.fixture(autouse=True)
-def numbered_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reminder ids ``schedule-1``, ``schedule-2``… so a script can name them."""
-    counter = iter(range(1, 1000))
-    monkeypatch.setattr(records, "new_id", lambda: f"schedule-{next(counter)}")
 
 
 async def web_like_host(script: list[Any]) -> Host:
