@@ -49,8 +49,8 @@ async def test_the_reference_continues_a_session_with_every_kind_of_reminder_rec
     finally:
         await host.close()
     settings = {"dsh_bin": REFERENCE, "dsh_home": str(isolated_home), "cwd": str(tmp_path), "api_key": "sk-test"}
-    async with MockModelServer(sequence=[{"text": "continued"}], repeat_last=True) as server:
-        async with AsyncHarness(base_url=server.base_url, **settings) as harness:
-            resumed = await harness.resume_session(session_id)
-            result = await resumed.run("again")
+    server = MockModelServer(sequence=[{"text": "continued"}], repeat_last=True)
+    async with server, AsyncHarness(base_url=server.base_url, **settings) as harness:
+        resumed = await harness.resume_session(session_id)
+        result = await resumed.run("again")
     assert (result.final_response, result.finish_reason) == ("continued", "completed")
