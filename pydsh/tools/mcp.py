@@ -17,7 +17,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,8 @@ from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec, Too
 from pydsh.kernel.context import Context
 from pydsh.kernel.errors import PydshError
 from pydsh.kernel.fiber import Disposer
+from pydsh.mcp_resources.keys import MCP_RESOURCES
+from pydsh.mcp_resources.service import PromptCommand
 from pydsh.policy.keys import APPROVAL, SANDBOX
 from pydsh.tools.mcp_config import (
     McpConfigError,
@@ -49,6 +51,7 @@ from pydsh.tools.mcp_limits import (
     project_item,
     refusal_code,
 )
+from pydsh.tools.mcp_prompts import list_prompts, prompt_text
 
 if TYPE_CHECKING:
     from mcp import ClientSession, MCPError
@@ -77,6 +80,10 @@ MAX_LIST_PAGES = 1000
 
 class McpUnavailableError(PydshError, RuntimeError):
     """The optional ``mcp`` package is not installed."""
+
+
+class McpRequestError(PydshError, RuntimeError):
+    """A request the client made for a command (``prompts/get``) failed; the message says how."""
 
 
 # -- one server ---------------------------------------------------------------------------------
@@ -116,7 +123,7 @@ class McpServer:
     """
 
     inject = (TOOLS,)
-    optional = (SYSTEM_PROMPT,)
+    optional = (SYSTEM_PROMPT, MCP_RESOURCES)
     Config = McpServerConfig
 
     def __init__(self, ctx: Context, config: McpServerConfig, *, cwd: str | None = None) -> None:
@@ -140,6 +147,7 @@ class McpServer:
         self._generation: Generation | None = None
         self._key = (id(ctx.scope), self.server_name)
         self._late = False
+        self._withdraw_prompts: Callable[[], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -166,6 +174,9 @@ class McpServer:
         if prompt is not None:
             name = f"mcp:{self.server_name}"
             self._effects.append(prompt.section(self.ctx, name, MCP_SERVERS_ORDER, self._section, interpolate=False))
+        resources = self.ctx.get(MCP_RESOURCES)
+        if resources is not None:
+            self._effects.append(self.ctx.register(resources.register(self.ctx, self.server_name, self)))
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.label)
         self._task.add_done_callback(self._ended)
         return True
@@ -322,9 +333,11 @@ class McpServer:
         async with self._sync_lock:
             listed, budget = await self._list(session)
             generation = self._build(listed)
+            prompts = await self._prompts(session)
             if self.closed or not self.ctx.fiber.accepts_effects:
                 return
             self._swap(generation)
+            self._offer_prompts(prompts)
             if budget.dropped != self._dropped:
                 self._dropped = budget.dropped
                 if budget.dropped:
@@ -408,6 +421,56 @@ class McpServer:
             dispose()
         self.tools = []
         self._signature = None
+        self._offer_prompts([])
+
+    # -- prompts as commands --------------------------------------------------------------------
+
+    async def _prompts(self, session: ClientSession) -> list[Any]:
+        """The server's prompts (none if it has none, or if listing them fails: they are optional)."""
+        try:
+            return await list_prompts(session)
+        except Exception as exc:
+            log.warning("%s: prompts/list failed, no prompt commands: %s", self.label, describe(exc))
+            return []
+
+    def _offer_prompts(self, prompts: list[Any]) -> None:
+        """Replace this server's ``/mcp__…`` commands in the ``mcpResources`` service."""
+        withdraw, self._withdraw_prompts = self._withdraw_prompts, None
+        if withdraw is not None:
+            withdraw()
+        service = self.ctx.get(MCP_RESOURCES)
+        if service is None or not prompts:
+            return
+        commands = [self._command(prompt) for prompt in prompts]
+        self._withdraw_prompts = service.register_prompts(self.ctx, commands)
+
+    def _command(self, prompt: Any) -> PromptCommand:
+        arguments = prompt.arguments or []
+        return PromptCommand(
+            public_tool_name(self.server_name, prompt.name),
+            self.server_name,
+            prompt.name,
+            prompt.description or prompt.title or f"MCP prompt {prompt.name} of server {self.server_name}",
+            tuple(a.name for a in arguments),
+            frozenset(a.name for a in arguments if a.required),
+            self,
+        )
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
+        """``prompts/get`` as the text of a user prompt, within ``toolCallTimeoutMs``."""
+        import mcp_types as types
+        from mcp import MCPError
+
+        session = self.session
+        if session is None:
+            raise McpRequestError(f"{self.label}: server is disconnected")
+        try:
+            result = await asyncio.wait_for(session.get_prompt(name, arguments), self.config.toolCallTimeoutMs / 1000)
+        except TimeoutError:
+            raise McpRequestError(f"MCP error {types.REQUEST_TIMEOUT}: Request timed out") from None
+        except MCPError as exc:
+            raise McpRequestError(f"MCP error {exc.error.code}: {exc.error.message}") from None
+        return prompt_text(result)
 
     def _definition(self, tool: ListedTool) -> ToolDefinition:
         async def execute(args: Any, exec: ToolExec) -> ToolOutcome:
@@ -484,6 +547,26 @@ class McpServer:
             return ToolOutcome(text(f"Error: {projected}"), True, None, meta)
         return ToolOutcome(text(projected), False, None, meta)
 
+    async def resource_request(self, method: str, params: dict[str, Any], exec: ToolExec) -> dict[str, Any]:
+        """One ``resources/*`` request for the ``mcp-resources`` tools, within ``toolCallTimeoutMs``; a failure
+        raises :class:`ToolError` with the MCP error as the reference words it."""
+        import mcp_types as types
+        from mcp import MCPError
+
+        session = self.session
+        if session is None:
+            raise ToolError(f"{self.label}: server is disconnected", "MCP_DISCONNECTED")
+        try:
+            result = await asyncio.wait_for(
+                _resource_call(session, method, params), self.config.toolCallTimeoutMs / 1000
+            )
+        except TimeoutError:
+            raise ToolError(f"MCP error {types.REQUEST_TIMEOUT}: Request timed out") from None
+        except MCPError as exc:
+            raise ToolError(f"MCP error {exc.error.code}: {exc.error.message}") from None
+        dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return {key: value for key, value in dumped.items() if key not in BOOKKEEPING}
+
     async def _permit(self, tool: ListedTool, exec: ToolExec) -> None:
         """Under read-only mode a tool its server does not mark read-only runs only with the user's approval,
         asked like a built-in tool's escalation (the sandbox cannot confine another process's writes)."""
@@ -508,6 +591,23 @@ class McpServer:
             outcome = "never"
         message = READ_ONLY_TEXTS.get(outcome, READ_ONLY_TEXTS["unavailable"])
         raise ToolError(message.format(name=name), "MCP_SANDBOX_DENIED")
+
+
+BOOKKEEPING = frozenset({"ttlMs", "cacheScope", "resultType"})
+"""Result members of newer protocol revisions that describe the response, not the resource (the model does not
+read them)."""
+
+
+async def _resource_call(session: ClientSession, method: str, params: dict[str, Any]) -> Any:
+    """``resources/list``, ``resources/templates/list`` or ``resources/read`` on ``session``."""
+    import mcp_types as types
+
+    if method == "resources/read":
+        return await session.read_resource(str(params["uri"]))
+    paging = types.PaginatedRequestParams(cursor=params["cursor"]) if "cursor" in params else None
+    if method == "resources/list":
+        return await session.list_resources(params=paging)
+    return await session.list_resource_templates(params=paging)
 
 
 _CONTENT_BLOCK: Any = None
