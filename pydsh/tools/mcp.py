@@ -217,6 +217,7 @@ class McpServer:
         if self._generation is not None:
             self._generation.release()
         self._unregister()
+        self._offer_prompts([])
         self.instructions = None
         live = _LIVE.get(self.ctx.runtime)
         if live is not None and live.get(self._key) is self:
@@ -318,6 +319,7 @@ class McpServer:
 
     def _give_up(self) -> None:
         self._unregister()
+        self._offer_prompts([])
         self.instructions = None
         log.error(
             "%s: giving up after %d consecutive failed reconnect attempts — tools unregistered; "
@@ -333,11 +335,9 @@ class McpServer:
         async with self._sync_lock:
             listed, budget = await self._list(session)
             generation = self._build(listed)
-            prompts = await self._prompts(session)
             if self.closed or not self.ctx.fiber.accepts_effects:
                 return
             self._swap(generation)
-            self._offer_prompts(prompts)
             if budget.dropped != self._dropped:
                 self._dropped = budget.dropped
                 if budget.dropped:
@@ -421,17 +421,19 @@ class McpServer:
             dispose()
         self.tools = []
         self._signature = None
-        self._offer_prompts([])
 
     # -- prompts as commands --------------------------------------------------------------------
 
-    async def _prompts(self, session: ClientSession) -> list[Any]:
-        """The server's prompts (none if it has none, or if listing them fails: they are optional)."""
+    async def sync_prompts(self, session: ClientSession) -> None:
+        """Offer the server's prompts as commands, before its tools are synced so both are there when it is
+        ready (none if listing them fails: they are optional)."""
         try:
-            return await list_prompts(session)
+            prompts = await list_prompts(session)
         except Exception as exc:
             log.warning("%s: prompts/list failed, no prompt commands: %s", self.label, describe(exc))
-            return []
+            prompts = []
+        if not self.closed and self.ctx.fiber.accepts_effects:
+            self._offer_prompts(prompts)
 
     def _offer_prompts(self, prompts: list[Any]) -> None:
         """Replace this server's ``/mcp__…`` commands in the ``mcpResources`` service."""

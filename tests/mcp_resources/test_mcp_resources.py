@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pydsh.testing
+from pydsh.mcp_resources.keys import MCP_RESOURCES
 from pydsh.mcp_resources.service import render
 from pydsh.testing import mcp_server
+from pydsh.tools.mcp import McpServer
+from tests.tools.harness import harness
 
 RESOURCE_TOOLS = ["list_mcp_resource_templates", "list_mcp_resources", "read_mcp_resource"]
 
@@ -190,3 +193,37 @@ async def test_a_failing_prompt_command_skips_the_model_and_an_unknown_one_is_a_
     assert user_texts(events)[1:] == ["/mcp__t__nothing"]
     answers = [e["data"]["message"]["content"] for e in events if e["type"] == "assistant/message"]
     assert answers == [[{"type": "text", "text": "reviewed"}], [{"type": "text", "text": "not a command"}]]
+
+
+async def test_closing_the_last_server_withdraws_the_tools_and_its_commands(tmp_path: Path) -> None:
+    rows = [
+        ("tools", None),
+        ("pydsh.mcp_resources.service", None),
+        ("mcp-client", server_row("a")["config"]),
+        ("mcp-client", server_row("b")["config"]),
+    ]
+    h = await harness(tmp_path, rows)
+    try:
+        service = h.kernel.ctx.require(MCP_RESOURCES)
+        servers = {
+            f.instance.server_name: f.instance for f in h.kernel.ctx.fiber.children if isinstance(f.instance, McpServer)
+        }
+        assert [c.name for c in service.commands(h.agent)] == [
+            "mcp__a__review",
+            "mcp__a__standup",
+            "mcp__b__review",
+            "mcp__b__standup",
+        ]
+
+        def tools() -> list[str]:
+            return [d.name for d in h.tools.definitions(h.agent) if d.name in RESOURCE_TOOLS]
+
+        assert tools() == RESOURCE_TOOLS
+        await servers["a"].close()
+        assert tools() == RESOURCE_TOOLS
+        assert "MCP server: b" in await h.text("list_mcp_resources", {"server": "b"})
+        assert [c.name for c in service.commands(h.agent)] == ["mcp__b__review", "mcp__b__standup"]
+        await servers["b"].close()
+        assert tools() == [] and service.commands(h.agent) == []
+    finally:
+        await h.close()
