@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pydsh.testing
+from pydsh.apps.tui.commands import command_completions
 from pydsh.mcp_resources.keys import MCP_RESOURCES
 from pydsh.mcp_resources.service import render
 from pydsh.testing import mcp_server
 from pydsh.tools.mcp import McpServer
+from tests.apps.web.conftest import open_web
 from tests.tools.harness import harness
 
 RESOURCE_TOOLS = ["list_mcp_resource_templates", "list_mcp_resources", "read_mcp_resource"]
@@ -227,3 +229,24 @@ async def test_closing_the_last_server_withdraws_the_tools_and_its_commands(tmp_
         assert tools() == [] and service.commands(h.agent) == []
     finally:
         await h.close()
+
+
+# -- the frontends' command lists ---------------------------------------------------------------
+
+
+async def test_the_web_page_and_the_terminal_list_the_prompt_commands(tmp_path: Path, isolated_home: Path) -> None:
+    patches = [[{"insert": [server_row()]}]]
+    async for web in open_web([{"text": "unused"}], isolated_home, tmp_path, patches=patches):
+        info = (await web.client.get("/api/info")).json()
+        assert info["commands"][-2:] == [
+            {"name": "mcp__t__review", "description": "Review the current change."},
+            {"name": "mcp__t__standup", "description": "Summarise yesterday's work."},
+        ]
+        prompts = web.host.prompt_commands()
+        assert prompts == {
+            "/mcp__t__review": "Review the current change.",
+            "/mcp__t__standup": "Summarise yesterday's work.",
+        }
+        offered = [(c.value, c.help) for c in command_completions("/mcp", prompts)]
+        assert offered == list(prompts.items())
+        assert [c.value for c in command_completions("/co", prompts)] == ["/compact", "/copy"]
