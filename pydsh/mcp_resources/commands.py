@@ -1,8 +1,9 @@
 """Plugin ``mcp-prompt-commands``: a prompt ``/mcp__<server>__<prompt> ARGS`` runs that MCP prompt.
 
 At its turn's first step the typed prompt is claimed (``command/run`` records it, as ``/compact`` is), the
-server's ``prompts/get`` is asked with the arguments, and the prompt it returns enters the step as the user
-message the model reads (logged as any ``user/message``); ``command/done`` says which prompt it was. A prompt
+server's ``prompts/get`` is asked with the arguments, and the prompt it returns takes the typed line's place
+among the step's messages (the later pre-step listeners — instructions, skills, compaction — run as for any
+prompt), so the model reads it as a logged ``user/message``; ``command/done`` says which prompt it was. A prompt
 that fails ends the turn with ``command/done`` ``error`` and no model call. Arguments are ``name=value``
 words, or positional in the prompt's declared order with the last one taking the rest of the line.
 DeepSeek Harness has no such commands; the naming follows its MCP tool names.
@@ -88,6 +89,13 @@ def apply(ctx: Context, config: None) -> None:
         session.append("command/run", run | ({"args": called[1]} if called[1] else {}))
         outcome, text = await expand(command, called[1])
         session.append("command/done", {"commandId": command_id, **outcome})
-        return {"kind": "enter", "messages": [] if text is None else [user_message(text)]}
+        if text is None:
+            return {"kind": "enter", "messages": []}
+        decision = await nxt()  # instructions, skills and compaction see the step as for any prompt
+        if decision["kind"] != "enter":
+            return decision
+        prompt = user_message(text)
+        swapped = [prompt if m.get("id") == command_id else m for m in decision.get("messages", [])]
+        return {**decision, "messages": swapped}
 
     ctx.on(PRE_STEP, on_pre_step, name="mcp-prompt-commands")

@@ -250,3 +250,13 @@ async def test_the_web_page_and_the_terminal_list_the_prompt_commands(tmp_path: 
         offered = [(c.value, c.help) for c in command_completions("/mcp", prompts)]
         assert offered == list(prompts.items())
         assert [c.value for c in command_completions("/co", prompts)] == ["/compact", "/copy"]
+
+
+async def test_the_project_instructions_follow_a_prompt_command_as_they_follow_a_prompt(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("Always run the tests.\n")
+    events = await prompt_run(tmp_path, [{"text": "done"}], "/mcp__t__standup")
+    entered = [e["data"] for e in events if e["type"] == "user/message"]
+    kinds = [m["source"]["kind"] for m in entered]
+    assert kinds[:2] == ["user", "agent-instructions"]
+    assert entered[0]["content"] == [{"type": "text", "text": "Summarise what was done yesterday."}]
+    assert "Always run the tests." in json.dumps(entered[1]["content"])
