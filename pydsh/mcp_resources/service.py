@@ -182,7 +182,7 @@ class McpResources:
         if not names:
             return None
         return (
-            "## MCP resource servers\n"
+            "## MCP resource servers\n\n"
             "To list or read what these MCP servers publish, pass one of their names as the server argument of "
             f"list_mcp_resources, list_mcp_resource_templates or read_mcp_resource: {json.dumps(names)}."
         )

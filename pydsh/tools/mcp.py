@@ -550,24 +550,22 @@ class McpServer:
         return ToolOutcome(text(projected), False, None, meta)
 
     async def resource_request(self, method: str, params: dict[str, Any], exec: ToolExec) -> dict[str, Any]:
-        """One ``resources/*`` request for the ``mcp-resources`` tools, within ``toolCallTimeoutMs``; a failure
-        raises :class:`ToolError` with the MCP error as the reference words it."""
+        """One ``resources/*`` request for the ``mcp-resources`` tools, within ``toolCallTimeoutMs``: the result
+        as the server sent it (a listing without a cursor gathers every page, as the reference's client does);
+        a failure raises :class:`ToolError` with the server's message."""
         import mcp_types as types
         from mcp import MCPError
 
         session = self.session
         if session is None:
             raise ToolError(f"{self.label}: server is disconnected", "MCP_DISCONNECTED")
+        timeout = self.config.toolCallTimeoutMs / 1000
         try:
-            result = await asyncio.wait_for(
-                _resource_call(session, method, params), self.config.toolCallTimeoutMs / 1000
-            )
+            return await asyncio.wait_for(_resource_result(session, method, params), timeout)
         except TimeoutError:
             raise ToolError(f"MCP error {types.REQUEST_TIMEOUT}: Request timed out") from None
         except MCPError as exc:
-            raise ToolError(f"MCP error {exc.error.code}: {exc.error.message}") from None
-        dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return {key: value for key, value in dumped.items() if key not in BOOKKEEPING}
+            raise ToolError(exc.error.message) from None
 
     async def _permit(self, tool: ListedTool, exec: ToolExec) -> None:
         """Under read-only mode a tool its server does not mark read-only runs only with the user's approval,
@@ -595,21 +593,41 @@ class McpServer:
         raise ToolError(message.format(name=name), "MCP_SANDBOX_DENIED")
 
 
-BOOKKEEPING = frozenset({"ttlMs", "cacheScope", "resultType"})
-"""Result members of newer protocol revisions that describe the response, not the resource (the model does not
-read them)."""
+LISTED = {"resources/list": "resources", "resources/templates/list": "resourceTemplates"}
 
 
-async def _resource_call(session: ClientSession, method: str, params: dict[str, Any]) -> Any:
-    """``resources/list``, ``resources/templates/list`` or ``resources/read`` on ``session``."""
+async def _resource_result(session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``resources/read``, or a listing: the page after ``cursor``, else every page merged into the first."""
+    if method == "resources/read":
+        return _as_sent(await session.read_resource(str(params["uri"])))
+    if "cursor" in params:
+        return _as_sent(await _resource_page(session, method, params["cursor"]))
+    first = _as_sent(await _resource_page(session, method, None))
+    key = LISTED[method]
+    for _ in range(MAX_LIST_PAGES):
+        cursor = first.pop("nextCursor", None)
+        if cursor is None:
+            return first
+        page = _as_sent(await _resource_page(session, method, cursor))
+        first[key] = [*first.get(key, []), *page.get(key, [])]
+        if "nextCursor" in page:
+            first["nextCursor"] = page["nextCursor"]
+    raise ToolError(f"{method}: the listing did not end after {MAX_LIST_PAGES} pages")
+
+
+async def _resource_page(session: ClientSession, method: str, cursor: str | None) -> Any:
     import mcp_types as types
 
-    if method == "resources/read":
-        return await session.read_resource(str(params["uri"]))
-    paging = types.PaginatedRequestParams(cursor=params["cursor"]) if "cursor" in params else None
+    paging = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
     if method == "resources/list":
         return await session.list_resources(params=paging)
     return await session.list_resource_templates(params=paging)
+
+
+def _as_sent(result: Any) -> dict[str, Any]:
+    """A result's members as the server sent them (defaults the SDK fills in are left out)."""
+    dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
+    return dumped
 
 
 _CONTENT_BLOCK: Any = None
