@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from pydsh.agent.loop import LoopAgent
 from pydsh.agent.presets import preset_setup
+from pydsh.contract.agent import AgentOptions
+from pydsh.schedules.command import run_command
 from pydsh.schedules.keys import SCHEDULES
-from pydsh.schedules.service import Schedules
+from pydsh.schedules.records import compact
+from pydsh.schedules.service import Schedules, refusal
 from pydsh.schedules.timing import parse_iso
+from pydsh.schedules.tools import definitions
 from tests.agent.harness import Host, compose, start_host
 from tests.subagents.helpers import calls, tool
 
@@ -324,3 +329,13 @@ async def test_the_schedule_command_lists_and_deletes_without_calling_the_model(
         assert changes(agent)[-1] == {"version": 1, "operation": "delete", "id": record_id}
     finally:
         await host.close()
+
+
+def test_a_delegated_subagent_is_refused_by_every_tool_and_the_command() -> None:
+    child = SimpleNamespace(session=SimpleNamespace(header={"delegationDepth": 1}), options=AgentOptions())
+    refused = {"code": "subagent_session", "message": "A delegated subagent cannot use reminders."}
+    assert refusal(child) == refused
+    execute = definitions(Schedules(None))[0].execute  # type: ignore[arg-type]
+    outcome = execute({"title": "t", "prompt": "p", "after_seconds": 5}, SimpleNamespace(agent=child))
+    assert (outcome.content, outcome.is_error) == ([{"type": "text", "text": compact(refused)}], False)
+    assert run_command(Schedules(None), child, []) == {"kind": "error", "text": refused["message"]}  # type: ignore[arg-type]
