@@ -145,6 +145,8 @@ PRE_STEP: Waterfall[PreStep, PreStepDecision] = Waterfall(
     order=(
         "model-selection",
         "command-compact",
+        "command-schedule",
+        "mcp-prompt-commands",
         "time-context",
         "session-checkpoint-policy",
         "instructions",

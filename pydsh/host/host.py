@@ -22,6 +22,7 @@ from pydsh.host.home import lease_home, release_home
 from pydsh.host.workspace import check_workspace
 from pydsh.kernel.keys import HOST_INFO, AnyKey, HostInfo
 from pydsh.llm.keys import LLM_TRANSPORT
+from pydsh.mcp_resources.keys import MCP_RESOURCES
 from pydsh.session.keys import SESSION_PERSISTENCE, SESSIONS
 from pydsh.subagents.keys import SUBAGENTS
 
@@ -207,6 +208,12 @@ class Host:
             release_home()
 
     # -- agents ------------------------------------------------------------------------------------
+
+    def prompt_commands(self) -> dict[str, str]:
+        """The ``/`` commands of the composition's MCP prompts (``/mcp__server__prompt``) and their help, for a
+        frontend's command list; a prompt naming one runs it (``mcp-prompt-commands``)."""
+        service = self.ctx.get(MCP_RESOURCES)
+        return {} if service is None else {f"/{c.name}": c.description for c in service.commands(None)}
 
     @property
     def agents(self) -> list[Agent]:

@@ -6,7 +6,8 @@ Its tools exercise what a client must survive: mixed content, ``isError``, a han
 result (sent through a middleware that short-circuits the result), a response that is not valid JSON, a
 huge result or one of very many items, the server's own JSON-RPC errors, a tool list that changes (also
 mid-call), duplicate listings, paging and thousands of tools; ``write`` changes a file and ``peek``, the
-one tool annotated ``readOnlyHint``, only reads one. Files named by options steer a running server from
+one tool annotated ``readOnlyHint``, only reads one. It also publishes two resources (text and binary,
+listed one per page), a resource template and two prompts. Files named by options steer a running server from
 the test (fail at start, fail the next listing) or record what it saw (the HTTP requests), since a stdio
 server shares nothing else with its test.
 """
@@ -123,6 +124,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--instructions", default=None)
     parser.add_argument("--instructions-bytes", type=int, default=0, help="instructions of this many bytes")
     parser.add_argument("--no-tools", action="store_true", help="no tools capability")
+    parser.add_argument("--no-resources", action="store_true", help="no resources or prompts capability")
     parser.add_argument("--duplicate", action="store_true", help="list `echo` twice")
     parser.add_argument("--page-size", type=int, default=0, help="page the tool list")
     parser.add_argument("--fail-if-exists", default=None, help="exit 3 at start when this file exists")
@@ -249,6 +251,81 @@ SIZE_ARGUMENT = {"big": "bytes", "many": "count"}
 FILES = {"write": _write, "peek": _peek}
 
 
+RESOURCES: list[dict[str, Any]] = [
+    {"uri": "memo://notes", "name": "notes", "description": "Meeting notes.", "mimeType": "text/plain"},
+    {"uri": "memo://logo.png", "name": "logo", "mimeType": "image/png"},
+]
+TEMPLATES: list[dict[str, Any]] = [{"uriTemplate": "memo://notes/{day}", "name": "notes-of-day"}]
+CONTENTS: dict[str, dict[str, Any]] = {
+    "memo://notes": {"uri": "memo://notes", "mimeType": "text/plain", "text": "Ship on Friday."},
+    "memo://logo.png": {"uri": "memo://logo.png", "mimeType": "image/png", "blob": PNG_1PX},
+}
+PROMPTS: list[dict[str, Any]] = [
+    {
+        "name": "review",
+        "description": "Review the current change.",
+        "arguments": [{"name": "focus", "description": "What to look at.", "required": True}],
+    },
+    {"name": "standup", "description": "Summarise yesterday's work."},
+]
+
+
+def resource_handlers() -> dict[str, Any]:
+    """``resources/list`` (paged one resource a page), ``resources/templates/list`` and ``resources/read``."""
+    import mcp_types as types
+    from mcp import MCPError
+
+    async def list_resources(ctx: Any, params: Any) -> Any:
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        page: dict[str, Any] = {"resources": RESOURCES[start : start + 1]}
+        if start + 1 < len(RESOURCES):
+            page["nextCursor"] = str(start + 1)
+        return types.ListResourcesResult.model_validate(page)
+
+    async def list_templates(ctx: Any, params: Any) -> Any:
+        return types.ListResourceTemplatesResult.model_validate({"resourceTemplates": TEMPLATES})
+
+    async def read_resource(ctx: Any, params: Any) -> Any:
+        uri = str(params.uri)
+        if uri.startswith("memo://notes/"):
+            return types.ReadResourceResult.model_validate(
+                {"contents": [{"uri": uri, "text": f"Notes of {uri[13:]}."}]}
+            )
+        if uri not in CONTENTS:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {uri}")
+        return types.ReadResourceResult.model_validate({"contents": [CONTENTS[uri]]})
+
+    return {
+        "on_list_resources": list_resources,
+        "on_list_resource_templates": list_templates,
+        "on_read_resource": read_resource,
+    }
+
+
+def prompt_handlers() -> dict[str, Any]:
+    """``prompts/list`` and ``prompts/get`` (``review`` needs ``focus``)."""
+    import mcp_types as types
+    from mcp import MCPError
+
+    async def list_prompts(ctx: Any, params: Any) -> Any:
+        return types.ListPromptsResult.model_validate({"prompts": PROMPTS})
+
+    async def get_prompt(ctx: Any, params: Any) -> Any:
+        arguments = params.arguments or {}
+        if params.name == "review":
+            if "focus" not in arguments:
+                raise MCPError(code=types.INVALID_PARAMS, message="missing argument focus")
+            text = f"Review the change, looking hard at {arguments['focus']}."
+        elif params.name == "standup":
+            text = "Summarise what was done yesterday."
+        else:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt {params.name}")
+        message = {"role": "user", "content": {"type": "text", "text": text}}
+        return types.GetPromptResult.model_validate({"description": "from the test server", "messages": [message]})
+
+    return {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
+
+
 def build(args: argparse.Namespace) -> Any:
     """The lowlevel ``Server`` with this script's behaviour."""
     import mcp_types as types
@@ -273,6 +350,8 @@ def build(args: argparse.Namespace) -> Any:
         return await call_next(ctx)
 
     handlers: dict[str, Any] = {} if args.no_tools else {"on_list_tools": list_tools, "on_call_tool": call_tool}
+    if not args.no_resources:
+        handlers |= resource_handlers() | prompt_handlers()
     server = Server("pydsh-test-server", version="1.0", instructions=instructions, **handlers)
     server.middleware.insert(0, lie)
     return server

@@ -17,7 +17,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,8 @@ from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec, Too
 from pydsh.kernel.context import Context
 from pydsh.kernel.errors import PydshError
 from pydsh.kernel.fiber import Disposer
+from pydsh.mcp_resources.keys import MCP_RESOURCES
+from pydsh.mcp_resources.service import PromptCommand
 from pydsh.policy.keys import APPROVAL, SANDBOX
 from pydsh.tools.mcp_config import (
     McpConfigError,
@@ -49,6 +51,7 @@ from pydsh.tools.mcp_limits import (
     project_item,
     refusal_code,
 )
+from pydsh.tools.mcp_prompts import list_prompts, prompt_text
 
 if TYPE_CHECKING:
     from mcp import ClientSession, MCPError
@@ -77,6 +80,10 @@ MAX_LIST_PAGES = 1000
 
 class McpUnavailableError(PydshError, RuntimeError):
     """The optional ``mcp`` package is not installed."""
+
+
+class McpRequestError(PydshError, RuntimeError):
+    """A request the client made for a command (``prompts/get``) failed; the message says how."""
 
 
 # -- one server ---------------------------------------------------------------------------------
@@ -116,7 +123,7 @@ class McpServer:
     """
 
     inject = (TOOLS,)
-    optional = (SYSTEM_PROMPT,)
+    optional = (SYSTEM_PROMPT, MCP_RESOURCES)
     Config = McpServerConfig
 
     def __init__(self, ctx: Context, config: McpServerConfig, *, cwd: str | None = None) -> None:
@@ -140,6 +147,7 @@ class McpServer:
         self._generation: Generation | None = None
         self._key = (id(ctx.scope), self.server_name)
         self._late = False
+        self._withdraw_prompts: Callable[[], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -166,6 +174,9 @@ class McpServer:
         if prompt is not None:
             name = f"mcp:{self.server_name}"
             self._effects.append(prompt.section(self.ctx, name, MCP_SERVERS_ORDER, self._section, interpolate=False))
+        resources = self.ctx.get(MCP_RESOURCES)
+        if resources is not None:
+            self._effects.append(self.ctx.register(resources.register(self.ctx, self.server_name, self)))
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.label)
         self._task.add_done_callback(self._ended)
         return True
@@ -206,6 +217,7 @@ class McpServer:
         if self._generation is not None:
             self._generation.release()
         self._unregister()
+        self._offer_prompts([])
         self.instructions = None
         live = _LIVE.get(self.ctx.runtime)
         if live is not None and live.get(self._key) is self:
@@ -307,6 +319,7 @@ class McpServer:
 
     def _give_up(self) -> None:
         self._unregister()
+        self._offer_prompts([])
         self.instructions = None
         log.error(
             "%s: giving up after %d consecutive failed reconnect attempts — tools unregistered; "
@@ -409,6 +422,58 @@ class McpServer:
         self.tools = []
         self._signature = None
 
+    # -- prompts as commands --------------------------------------------------------------------
+
+    async def sync_prompts(self, session: ClientSession) -> None:
+        """Offer the server's prompts as commands, before its tools are synced so both are there when it is
+        ready (none if listing them fails: they are optional)."""
+        try:
+            prompts = await list_prompts(session)
+        except Exception as exc:
+            log.warning("%s: prompts/list failed, no prompt commands: %s", self.label, describe(exc))
+            prompts = []
+        if not self.closed and self.ctx.fiber.accepts_effects:
+            self._offer_prompts(prompts)
+
+    def _offer_prompts(self, prompts: list[Any]) -> None:
+        """Replace this server's ``/mcp__…`` commands in the ``mcpResources`` service."""
+        withdraw, self._withdraw_prompts = self._withdraw_prompts, None
+        if withdraw is not None:
+            withdraw()
+        service = self.ctx.get(MCP_RESOURCES)
+        if service is None or not prompts:
+            return
+        commands = [self._command(prompt) for prompt in prompts]
+        self._withdraw_prompts = service.register_prompts(self.ctx, commands)
+
+    def _command(self, prompt: Any) -> PromptCommand:
+        arguments = prompt.arguments or []
+        return PromptCommand(
+            public_tool_name(self.server_name, prompt.name),
+            self.server_name,
+            prompt.name,
+            prompt.description or prompt.title or f"MCP prompt {prompt.name} of server {self.server_name}",
+            tuple(a.name for a in arguments),
+            frozenset(a.name for a in arguments if a.required),
+            self,
+        )
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
+        """``prompts/get`` as the text of a user prompt, within ``toolCallTimeoutMs``."""
+        import mcp_types as types
+        from mcp import MCPError
+
+        session = self.session
+        if session is None:
+            raise McpRequestError(f"{self.label}: server is disconnected")
+        try:
+            result = await asyncio.wait_for(session.get_prompt(name, arguments), self.config.toolCallTimeoutMs / 1000)
+        except TimeoutError:
+            raise McpRequestError(f"MCP error {types.REQUEST_TIMEOUT}: Request timed out") from None
+        except MCPError as exc:
+            raise McpRequestError(f"MCP error {exc.error.code}: {exc.error.message}") from None
+        return prompt_text(result)
+
     def _definition(self, tool: ListedTool) -> ToolDefinition:
         async def execute(args: Any, exec: ToolExec) -> ToolOutcome:
             return await self.call(tool, args, exec)
@@ -484,6 +549,24 @@ class McpServer:
             return ToolOutcome(text(f"Error: {projected}"), True, None, meta)
         return ToolOutcome(text(projected), False, None, meta)
 
+    async def resource_request(self, method: str, params: dict[str, Any], exec: ToolExec) -> dict[str, Any]:
+        """One ``resources/*`` request for the ``mcp-resources`` tools, within ``toolCallTimeoutMs``: the result
+        as the server sent it (a listing without a cursor gathers every page, as the reference's client does);
+        a failure raises :class:`ToolError` with the server's message."""
+        import mcp_types as types
+        from mcp import MCPError
+
+        session = self.session
+        if session is None:
+            raise ToolError(f"{self.label}: server is disconnected", "MCP_DISCONNECTED")
+        timeout = self.config.toolCallTimeoutMs / 1000
+        try:
+            return await asyncio.wait_for(_resource_result(session, method, params), timeout)
+        except TimeoutError:
+            raise ToolError(f"MCP error {types.REQUEST_TIMEOUT}: Request timed out") from None
+        except MCPError as exc:
+            raise ToolError(exc.error.message) from None
+
     async def _permit(self, tool: ListedTool, exec: ToolExec) -> None:
         """Under read-only mode a tool its server does not mark read-only runs only with the user's approval,
         asked like a built-in tool's escalation (the sandbox cannot confine another process's writes)."""
@@ -508,6 +591,43 @@ class McpServer:
             outcome = "never"
         message = READ_ONLY_TEXTS.get(outcome, READ_ONLY_TEXTS["unavailable"])
         raise ToolError(message.format(name=name), "MCP_SANDBOX_DENIED")
+
+
+LISTED = {"resources/list": "resources", "resources/templates/list": "resourceTemplates"}
+
+
+async def _resource_result(session: ClientSession, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``resources/read``, or a listing: the page after ``cursor``, else every page merged into the first."""
+    if method == "resources/read":
+        return _as_sent(await session.read_resource(str(params["uri"])))
+    if "cursor" in params:
+        return _as_sent(await _resource_page(session, method, params["cursor"]))
+    first = _as_sent(await _resource_page(session, method, None))
+    key = LISTED[method]
+    for _ in range(MAX_LIST_PAGES):
+        cursor = first.pop("nextCursor", None)
+        if cursor is None:
+            return first
+        page = _as_sent(await _resource_page(session, method, cursor))
+        first[key] = [*first.get(key, []), *page.get(key, [])]
+        if "nextCursor" in page:
+            first["nextCursor"] = page["nextCursor"]
+    raise ToolError(f"{method}: the listing did not end after {MAX_LIST_PAGES} pages")
+
+
+async def _resource_page(session: ClientSession, method: str, cursor: str | None) -> Any:
+    import mcp_types as types
+
+    paging = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+    if method == "resources/list":
+        return await session.list_resources(params=paging)
+    return await session.list_resource_templates(params=paging)
+
+
+def _as_sent(result: Any) -> dict[str, Any]:
+    """A result's members as the server sent them (defaults the SDK fills in are left out)."""
+    dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
+    return dumped
 
 
 _CONTENT_BLOCK: Any = None

@@ -118,6 +118,7 @@ class Generation:
             limit = self.config.maxInstructionBytes
             if len(instructions.encode("utf-8", "surrogatepass")) > limit:
                 raise RuntimeError(f"{server.label}: server instructions exceed maxInstructionBytes ({limit})")
+            await server.sync_prompts(session)
             await server.sync(session)
             server.connected(session, instructions)
             self.connected_at = time.monotonic()

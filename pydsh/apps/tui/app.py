@@ -441,7 +441,7 @@ class PydshTui(App[int]):
         if word in COMMANDS and word != "/compact":
             await self.command(word, rest.strip())
             return
-        if text.startswith("/") and " " not in text and word not in COMMANDS:
+        if text.startswith("/") and " " not in text and word not in COMMANDS and word not in self.prompt_commands():
             self.notify(f"Unknown command {word} — /help lists them", severity="warning")
             return
         try:
@@ -459,7 +459,7 @@ class PydshTui(App[int]):
             self.notify(str(exc), severity="error")
 
     async def cmd_help(self, arg: str) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(self.prompt_commands()))
 
     async def cmd_new(self, arg: str) -> None:
         await self._switch(None)
@@ -535,6 +535,10 @@ class PydshTui(App[int]):
 
     # -- completion -------------------------------------------------------------------------------
 
+    def prompt_commands(self) -> dict[str, str]:
+        """The composition's MCP prompt commands, sent as prompts like ``/compact``."""
+        return self.controller.host.prompt_commands()
+
     @on(TextArea.Changed, "#prompt")
     def prompt_changed(self) -> None:
         if self.files is None:
@@ -542,7 +546,8 @@ class PydshTui(App[int]):
         prompt = self.prompt
         row, column = prompt.cursor_location
         line = prompt.document.get_line(row)
-        found = [c for c in command_completions(line[:column]) if c.value != line[:column]] if row == 0 else []
+        typed = line[:column]
+        found = [c for c in command_completions(typed, self.prompt_commands()) if c.value != typed] if row == 0 else []
         if not found:
             found = self.files.complete(line, column)
         self.completions = found

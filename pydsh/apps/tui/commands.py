@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 COMMANDS: dict[str, str] = {
@@ -31,11 +32,13 @@ class Completion:
     help: str = ""
 
 
-def command_completions(line: str) -> list[Completion]:
-    """Commands starting with what the line holds, while it is one ``/word`` being typed."""
+def command_completions(line: str, extra: Mapping[str, str] | None = None) -> list[Completion]:
+    """Commands (the TUI's own, then ``extra``: the composition's MCP prompts) starting with what the line holds,
+    while it is one ``/word`` being typed."""
     if not line.startswith("/") or " " in line:
         return []
-    return [Completion(0, name, help) for name, help in COMMANDS.items() if name.startswith(line)]
+    known = {**COMMANDS, **(extra or {})}
+    return [Completion(0, name, help) for name, help in known.items() if name.startswith(line)]
 
 
 def at_token(line: str, column: int) -> tuple[int, str] | None:

@@ -154,6 +154,11 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "close", "Close")]
 
+    def __init__(self, extra: dict[str, str] | None = None) -> None:
+        """``extra``: more commands to list (the composition's MCP prompts)."""
+        super().__init__()
+        self.extra = extra or {}
+
     def compose(self) -> Any:
         text = Text()
         text.append("Keys\n", style="bold")
@@ -161,7 +166,7 @@ class HelpScreen(ModalScreen[None]):
             text.append(f"  {key:<20}", style="bold")
             text.append(f"{what}\n")
         text.append("\nCommands\n", style="bold")
-        for name, what in COMMANDS.items():
+        for name, what in {**COMMANDS, **self.extra}.items():
             text.append(f"  {name:<20}", style="bold")
             text.append(f"{what}\n")
         text.append("\nEsc closes this help.", style="dim")

@@ -34,6 +34,7 @@ from pydsh.apps.web.providers import Providers, escaped
 from pydsh.apps.web.summary import workspace_id
 from pydsh.contract.tools import TOOLS
 from pydsh.kernel.context import Context
+from pydsh.mcp_resources.keys import MCP_RESOURCES
 from pydsh.policy.keys import PERMISSIONS
 from pydsh.session.keys import SESSION_PERSISTENCE
 from pydsh.teams.keys import AGENT_TEAMS
@@ -62,7 +63,10 @@ SETTINGS: dict[str, tuple[Any, Any]] = {
     "agentMessage.showMode": (False, bool),
     "agentMessage.showTargetStatus": (False, bool),
 }
-SERVER_COMMANDS = {"compact": "Compact the conversation now"}
+SERVER_COMMANDS = {
+    "compact": "Compact the conversation now",
+    "schedule": "List this session's reminders; /schedule delete ID cancels one",
+}
 """Prompts a composed plugin runs as a command instead of sending them to the model (spec 10 §4.8)."""
 CLIENT_ERRORS_PER_MINUTE = 20
 ESCAPED = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -189,11 +193,20 @@ class WebState:
         }
 
     def commands(self) -> list[dict[str, str]]:
-        """The ``/`` commands a prompt may be (F29): those whose pre-step listener is composed (``command-compact``)."""
+        """The ``/`` commands a prompt may be (F29): those whose pre-step listener is composed (``command-compact``),
+        then the MCP prompts."""
         names = {listener.name for listener in self.ctx.runtime.bus.listeners(PRE_STEP)}
-        return [
+        own = [
             {"name": name, "description": text} for name, text in SERVER_COMMANDS.items() if f"command-{name}" in names
         ]
+        return own + self.prompt_commands()
+
+    def prompt_commands(self) -> list[dict[str, str]]:
+        """The MCP prompts of the composition's servers, run as ``/mcp__server__prompt`` (``mcp-prompt-commands``)."""
+        service = self.ctx.get(MCP_RESOURCES)
+        return (
+            [] if service is None else [{"name": c.name, "description": c.description} for c in service.commands(None)]
+        )
 
     def unavailable_plugins(self) -> list[dict[str, str]]:
         """Rows of the composition that failed to load, for Settings → About (D4)."""

@@ -21,6 +21,7 @@ from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.summary import SessionFold, fold_events, workspace_id
 from pydsh.compaction.keys import COMPACTION
 from pydsh.policy.keys import PERMISSIONS
+from pydsh.schedules.keys import SCHEDULES
 from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.keys import SESSION_INDEX, SESSION_PERSISTENCE, SESSION_PROJECTIONS, SESSION_QUERY, SESSION_TITLE
 from pydsh.session.summary import SummaryFold
@@ -355,7 +356,13 @@ class SessionViews:
             "sessionStats": fold.stats(),
             "modelSelection": fold.model or self.default_route(),
             "permissionPreset": self.permission_of(session.id, fold),
+            "schedules": self.schedules_of(session),
         }
+
+    def schedules_of(self, session: Session | Digest) -> list[dict[str, Any]]:
+        """A live session's active reminders (a stored one has none armed until it is opened)."""
+        service = self.ctx.get(SCHEDULES)
+        return [] if service is None or isinstance(session, Digest) else service.views(session)
 
     async def compaction_budget(self, session: Session | Digest) -> dict[str, int] | None:
         """``{thresholdTokens, contextWindow}`` of the session's compaction trigger (F39's warning), if any."""

@@ -275,7 +275,10 @@ async def test_workspaces_settings_and_info(web: Web, tmp_path: Any) -> None:
         "agentMessage": False,
         "directoryBrowser": True,
     }
-    assert info["commands"] == [{"name": "compact", "description": "Compact the conversation now"}]
+    assert info["commands"] == [
+        {"name": "compact", "description": "Compact the conversation now"},
+        {"name": "schedule", "description": "List this session's reminders; /schedule delete ID cancels one"},
+    ]
     listed = (await web.client.get("/api/known-workspaces")).json()["workspaces"]
     assert [w["path"] for w in listed] == [str(web.workspace)]
     other = tmp_path / "other"

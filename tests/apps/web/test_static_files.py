@@ -26,6 +26,7 @@ MODULES = [
     "approval.js",
     "question.js",
     "todos.js",
+    "schedules.js",
     "agents.js",
     "team.js",
     "messages.js",

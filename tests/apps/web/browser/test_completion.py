@@ -105,7 +105,7 @@ def test_slash_offers_the_session_commands_and_runs_them(web, browse):
     box = page.locator("#composer-input")
     box.press_sequentially("/")
     wait_for(lambda: options(page), message="command suggestions")
-    assert [label for _tag, label in options(page)] == ["/compact", "/model", "/permission", "/export"]
+    assert [label for _tag, label in options(page)] == ["/compact", "/schedule", "/model", "/permission", "/export"]
     assert {tag for tag, _label in options(page)} == {"Command"}
     box.press_sequentially("perm")
     box.press("Enter")
