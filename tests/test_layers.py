@@ -22,6 +22,7 @@ LAYERS = (
     "policy",
     "mcp_resources",
     "tools",
+    "images",
     "compaction",
     "subagents",
     "messaging",
