@@ -98,7 +98,7 @@ def project_system_prompt(
 ) -> list[SystemUpdate]:
     """The ``system/message`` updates that make the logged prompt equal ``rendered`` (spec 03 §11)."""
     events = session.events
-    system_nodes = [s for s in session.surface.nodes if events[s]["type"] == "system/message"]
+    system_nodes = session.surface.system_nodes()
     if not system_nodes:
         return [SystemUpdate(system_message(rendered))]
     if not in_history or starts_series or rendered == "":

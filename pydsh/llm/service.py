@@ -19,6 +19,7 @@ from pydsh.kernel.fiber import Disposer
 from pydsh.kernel.invariants import InvariantError
 from pydsh.llm.hooks import ADAPTERS_UPDATED, LLM_STREAM, AdaptersUpdated
 from pydsh.llm.keys import LLM
+from pydsh.llm.prefix import PrefixCache, frozen_run
 from pydsh.llm.types import (
     CHUNK_KEYS,
     DescribesProviders,
@@ -85,6 +86,9 @@ class LlmService:
         self.ctx = ctx
         self._routes: dict[str, LlmAdapter] = {}
         self._projections: list[Projection] = []
+        self._gated: PrefixCache[None] = PrefixCache()
+        """By session and adapter, the logged messages found to carry no other adapter's replay state (so a
+        step checks the messages it adds, not the whole history); emptied whenever the routes change."""
 
     # -- registry -------------------------------------------------------------------------
 
@@ -98,6 +102,7 @@ class LlmService:
         for provider in added:
             self._routes[provider] = adapter
         if added:
+            self._gated = PrefixCache()
             self.ctx.emit(ADAPTERS_UPDATED, AdaptersUpdated(providers=list(self._routes)))
 
         def remove() -> None:
@@ -105,6 +110,7 @@ class LlmService:
             for provider in removed:
                 del self._routes[provider]
             if removed:
+                self._gated = PrefixCache()
                 self.ctx.emit(ADAPTERS_UPDATED, AdaptersUpdated(providers=list(self._routes)))
 
         return ctx.register(remove)
@@ -219,21 +225,32 @@ class LlmService:
         messages = options.get("messages")
         if not messages:
             return options
-        out: list[dict[str, Any]] = []
-        changed = False
-        for message in messages:
-            source = message.get("source")
-            if (
-                message.get("role") == "assistant"
-                and isinstance(source, dict)
-                and "replayState" in source
-                and self._routes.get(str(source.get("provider"))) is not adapter
-            ):
-                out.append({**message, "source": {k: v for k, v in source.items() if k != "replayState"}})
-                changed = True
-            else:
-                out.append(message)
-        return {**options, "messages": out} if changed else options
+        session = options.get("sessionId")
+        key = (session, id(adapter)) if session else None
+        kept = self._gated.resume(key, messages) if key is not None else None
+        start = 0 if kept is None else kept[0]
+        out: list[dict[str, Any]] | None = None
+        for index in range(start, len(messages)):
+            message = messages[index]
+            if self._foreign_state(message, adapter):
+                out = list(messages) if out is None else out
+                source = message["source"]
+                out[index] = {**message, "source": {k: v for k, v in source.items() if k != "replayState"}}
+        if out is not None:
+            return {**options, "messages": out}
+        if key is not None and (end := frozen_run(messages, start)) > start:
+            self._gated.store(key, messages[:end], None)
+        return options
+
+    def _foreign_state(self, message: dict[str, Any], adapter: LlmAdapter) -> bool:
+        """An assistant message carrying replay state of a provider ``adapter`` does not serve."""
+        source = message.get("source")
+        return (
+            message.get("role") == "assistant"
+            and isinstance(source, dict)
+            and "replayState" in source
+            and self._routes.get(str(source.get("provider"))) is not adapter
+        )
 
     async def _run(self, options: dict[str, Any], adapter: LlmAdapter | None) -> AsyncIterator[StreamChunk]:
         signal: AbortSignal = options.get("signal") or NEVER

@@ -1,7 +1,7 @@
 """The surface: which events currently produce model messages, and the derived history (spec 02 §7–§8).
 
-Appends extend the cached message list in O(new nodes); a replace bumps the generations and
-rebuilds it. ``derive_messages`` returns a fresh list of the shared (frozen) messages.
+Appends extend the cached message list (and the list of system nodes) in O(new nodes); a replace bumps
+the generations and rebuilds them. ``derive_messages`` returns a fresh list of the shared (frozen) messages.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ class Surface:
         self.content_generation = 0
         self._messages: list[dict[str, Any]] = []
         self._cached_nodes = 0
+        self._system: list[int] = []
+        self._system_scanned = 0
 
     def check(self, event: Event) -> str | None:
         """What is wrong with ``event`` as the next surface event, or ``None``."""
@@ -100,6 +102,18 @@ class Surface:
         self.content_generation += 1
         self._messages = []
         self._cached_nodes = 0
+        self._system = []
+        self._system_scanned = 0
+
+    def system_nodes(self) -> list[int]:
+        """The nodes that are ``system/message`` events, in surface order (fresh list), kept like the messages:
+        the agent loop asks at every step, and the nodes an append adds are all it looks at."""
+        nodes = self.nodes
+        if self._system_scanned < len(nodes):
+            events = self._events
+            self._system += [seq for seq in nodes[self._system_scanned :] if events[seq]["type"] == "system/message"]
+            self._system_scanned = len(nodes)
+        return list(self._system)
 
     def messages(self) -> list[dict[str, Any]]:
         """The derived model history (fresh list, shared messages)."""

@@ -15,6 +15,7 @@ from pydsh.llm.hooks import ADAPTERS_UPDATED, LLM_STREAM
 from pydsh.llm.keys import LLM
 from pydsh.llm.service import LlmService
 from pydsh.llm.types import LlmError, ModelInfo
+from pydsh.session.events import freeze
 
 
 class FakeAdapter:
@@ -276,6 +277,25 @@ async def test_replay_state_is_gated_per_adapter_instance() -> None:
     sent = mine.seen[0]["messages"]
     assert ["replayState" in m["source"] for m in sent] == [True, False, False]
     assert all("replayState" in m["source"] for m in messages)
+
+
+async def test_replay_state_checked_at_an_earlier_step_is_checked_again_once_the_routes_change() -> None:
+    """Each step checks only the logged messages it adds; a route that changes still gates the earlier ones."""
+    k, svc = service()
+    mine, other = FakeAdapter(TEXT), FakeAdapter(TEXT)
+    svc.register_adapter(k.ctx, ["p"], mine)
+    remove_q = svc.register_adapter(k.ctx, ["q"], mine)
+    source = {"kind": "model", "provider": "q", "model": "m", "replayState": {"response": {}}}
+    first = [freeze({"role": "assistant", "content": [], "source": source, "id": "a1"})]
+    second = [*first, freeze({"role": "user", "content": [], "id": "u2"})]
+    third = [*second, freeze({"role": "user", "content": [], "id": "u3"})]
+    for messages in (first, second):
+        await collect(svc.stream({"provider": "p", "model": "m", "messages": messages, "sessionId": "s"}))
+    remove_q()
+    svc.register_adapter(k.ctx, ["q"], other)
+    await collect(svc.stream({"provider": "p", "model": "m", "messages": third, "sessionId": "s"}))
+    kept = [["replayState" in m.get("source", {}) for m in call["messages"]] for call in mine.seen]
+    assert kept == [[True], [True, False], [False, False, False]]
 
 
 async def test_llm_plugin_provides_the_service() -> None:

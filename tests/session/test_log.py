@@ -263,6 +263,36 @@ def test_replace_rules_tool_result_and_system_node() -> None:
     assert [m["id"] for m in s.derive_messages()] == ["m3"]
 
 
+def system(text: str, mid: str) -> dict[str, Any]:
+    content = [{"type": "text", "text": text}] if text else []
+    message = {"role": "system", "content": content, "source": {"kind": "system-prompt"}, "id": mid}
+    return {"turn": 1, "step": 1, "message": message}
+
+
+def test_system_nodes_follow_appends_and_replaces() -> None:
+    s = new_session()
+    open_step(s)
+    s.append("system/message", system("one", "s1"), surface_op="append")
+    s.append("user/message", user("hi"), surface_op="append")
+    s.append("system/message", system("two", "s2"), surface_op="append")
+    assert s.surface.system_nodes() == [2, 4]
+    s.append(
+        "user/message",
+        user("summary", "m2"),
+        surface_op={"op": "replace", "startSeq": 3, "endSeq": 4},
+        source_event_seqs=[3, 4],
+    )
+    assert s.surface.system_nodes() == [2]
+    s.append("system/message", system("three", "s3"), surface_op="append")
+    s.append(
+        "system/message",
+        system("new", "s4"),
+        surface_op={"op": "replace", "startSeq": 2, "endSeq": 2},
+        source_event_seqs=[2],
+    )
+    assert s.surface.system_nodes() == [7, 6] == [n for n in s.surface.nodes if s.events[n]["type"] == "system/message"]
+
+
 def test_empty_assistant_and_system_messages_are_skipped() -> None:
     s = new_session()
     open_step(s)
