@@ -20,6 +20,7 @@ import builtins
 import contextlib
 import errno
 import fcntl
+import functools
 import itertools
 import json
 import logging
@@ -62,6 +63,7 @@ from pydsh.session.hooks import SESSION_EVENT, SESSION_FLUSH
 from pydsh.session.keys import SESSION_PERSISTENCE, SESSIONS
 from pydsh.session.log import Session
 from pydsh.session.persistence.base import Access, SessionHandle, SessionPersistence
+from pydsh.session.persistence.workers import Workers
 
 if TYPE_CHECKING:
     import zstandard
@@ -500,7 +502,7 @@ class JsonlHandle:
                 self._timer = None
             batch = list(self._buffer)
             payload = b"".join(encode_line(e) for e in batch)
-            await asyncio.to_thread(self._write, payload)
+            await self.store.workers.run(functools.partial(self._write, payload))
             del self._buffer[: len(batch)]
             self._events.extend(batch)
             self.store.stored(self, batch)
@@ -763,6 +765,8 @@ class JsonlPersistence:
         self._tasks: set[asyncio.Task[None]] = set()
         self._compressors: dict[int, zstandard.ZstdCompressor] = {}
         self._compressing = threading.Lock()
+        self.workers = Workers(min(32, (os.cpu_count() or 1) + 4))
+        """The threads of the log writes (as many as ``asyncio.to_thread``'s executor would use)."""
         self.observers: builtins.list[Callable[[JsonlHandle, builtins.list[Event]], None]] = []
         """Called on the loop after each durable batch of a write handle (the session index follows them)."""
 
@@ -918,6 +922,7 @@ class JsonlPersistence:
                 await handle.close()
             except Exception as exc:
                 errors.append(exc)
+        self.workers.close()
         if errors:
             raise ExceptionGroup("closing session logs failed", errors)
 

@@ -1,0 +1,49 @@
+"""The worker threads of log writes: outcomes come back to the caller, calls overlap up to the size, no more."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from pydsh.session.persistence.workers import Workers
+
+SAFETY_S = 30.0
+
+
+async def test_results_and_exceptions_come_back_to_the_caller() -> None:
+    workers = Workers(2)
+
+    def fail() -> None:
+        raise OSError("disk full")
+
+    assert await workers.run(lambda: threading.current_thread().name) == "pydsh-log-0"
+    with pytest.raises(OSError, match="disk full"):
+        await workers.run(fail)
+    assert await workers.run(lambda: 42) == 42
+    assert len(workers.threads) == 1
+    workers.close()
+
+
+async def test_blocked_calls_overlap_up_to_the_size_and_a_cancelled_caller_leaves_the_threads_working() -> None:
+    workers = Workers(2)
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def block() -> str:
+        started.release()
+        release.wait(SAFETY_S)
+        return "done"
+
+    first = asyncio.ensure_future(workers.run(block))
+    second = asyncio.ensure_future(workers.run(block))
+    third = asyncio.ensure_future(workers.run(lambda: "queued"))
+    assert await asyncio.to_thread(started.acquire, True, SAFETY_S)
+    assert await asyncio.to_thread(started.acquire, True, SAFETY_S)
+    assert len(workers.threads) == 2 and not third.done()
+    first.cancel()
+    release.set()
+    assert await asyncio.wait_for(asyncio.gather(second, third), SAFETY_S) == ["done", "queued"]
+    assert await workers.run(lambda: "after") == "after"
+    workers.close()
