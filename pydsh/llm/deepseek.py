@@ -689,7 +689,10 @@ class DeepSeekAdapter:
         assert key is not None
         client = self.clients.get(options.get("sessionId"))
         request = client.build_request(
-            "POST", self.url, content=http.encode_body(body), headers=self.headers(options, key, tool_changes)
+            "POST",
+            http.parsed_url(self.url),
+            content=http.encode_body(body),
+            headers=self.headers(options, key, tool_changes),
         )
         async with http.opened(client, request, signal, PREFIX, http.messages_error) as response:
             translator = MessagesTranslator(options["model"])

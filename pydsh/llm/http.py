@@ -6,6 +6,7 @@ profile that merely mentions an HTTP adapter costs nothing until the first call.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -161,9 +162,41 @@ def make_client(
     proxied = any(name.lower().endswith("_proxy") for name in os.environ)
     plain = transport is not None or (not proxied and all(url.startswith("http://") for url in urls))
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    return httpx.AsyncClient(
+    return cookieless()(
         timeout=timeout, follow_redirects=False, trust_env=True, verify=not plain, transport=transport, limits=limits
     )
+
+
+@functools.cache
+def cookieless() -> type[httpx.AsyncClient]:
+    """``httpx.AsyncClient`` without a cookie jar: the reference's ``fetch`` keeps no cookies either, and httpx
+    parsed every response's headers into one through ``http.cookiejar`` (about 50 µs a model call)."""
+    import httpx
+
+    class NoCookies(httpx.Cookies):
+        def extract_cookies(self, response: httpx.Response) -> None:
+            """Keep nothing."""
+
+    none = NoCookies()
+
+    class CookielessClient(httpx.AsyncClient):
+        @property
+        def cookies(self) -> httpx.Cookies:
+            return none
+
+        @cookies.setter
+        def cookies(self, value: Any) -> None:
+            """Nothing to set."""
+
+    return CookielessClient
+
+
+@functools.cache
+def parsed_url(url: str) -> httpx.URL:
+    """``url`` parsed once: httpx parses a URL given as text at every request (about half of building one)."""
+    import httpx
+
+    return httpx.URL(url)
 
 
 SHARDS = 16

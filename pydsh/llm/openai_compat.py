@@ -457,7 +457,8 @@ class OpenAICompatAdapter:
             connect=config.connectTimeoutMs / 1000, read=config.streamIdleTimeoutMs / 1000, write=30.0, pool=30.0
         )
         url = config.baseURL.rstrip("/") + "/chat/completions"
-        request = client.build_request("POST", url, content=http.encode_body(body), headers=headers, timeout=timeout)
+        content = http.encode_body(body)
+        request = client.build_request("POST", http.parsed_url(url), content=content, headers=headers, timeout=timeout)
         async with http.opened(client, request, signal, PREFIX, http.chat_error) as response:
             translator = ChatTranslator()
             events = sse_events(response, signal, PREFIX)

@@ -663,3 +663,26 @@ async def test_sessions_spread_over_a_few_pools_each_keeping_to_its_own() -> Non
     assert [clients.get(s) for s in sessions] == chosen
     assert 1 < len(made) <= http.SHARDS
     assert clients.get(None) is clients.get(None)
+
+
+async def test_no_cookie_a_provider_sets_is_sent_back() -> None:
+    """The reference's ``fetch`` keeps no cookie jar; neither do the model clients."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = data_lines(
+            {"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 0}}},
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "ok"}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+            {"type": "message_stop"},
+        )
+        headers = {"content-type": "text/event-stream", "set-cookie": "lb=node-7; Path=/"}
+        return httpx.Response(200, content=body.encode(), headers=headers)
+
+    adapter = DeepSeekAdapter(Config(), base_url="http://mock.invalid", transport=httpx.MockTransport(handler))
+    for _ in range(2):
+        await collect(adapter.stream({"model": MODEL, "messages": [text("user", "q", "u")], "sessionId": "s"}))
+    await adapter.aclose()
+    assert [r.headers.get("cookie") for r in seen] == [None, None]
