@@ -8,6 +8,7 @@ a :class:`KernelError` ``COMPOSITION_INVALID`` naming the file and what is wrong
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -30,7 +31,15 @@ REFERENCE_PREFIX = "@deepseek-ai/"
 def dsh_home() -> Path:
     """``$DSH_HOME`` (default ``~/.pydsh``) as an absolute path."""
     raw = os.environ.get("DSH_HOME", "").strip()
-    return Path(raw).expanduser().resolve() if raw else Path.home() / ".pydsh"
+    return _resolved(raw, os.getcwd()) if raw else Path.home() / ".pydsh"
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved(raw: str, cwd: str) -> Path:
+    """``raw`` made absolute against ``cwd``, symbolic links resolved: once per value, not at every step of every
+    agent (instruction files and skills are looked up under the home at each step; each resolve costs a
+    ``lstat`` per path component)."""
+    return Path(cwd, Path(raw).expanduser()).resolve()
 
 
 def fail(where: str, problem: str) -> KernelError:

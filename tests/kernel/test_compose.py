@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pydsh.kernel import KernelError
-from pydsh.kernel.compose import Composition, interpolate, load_yaml, resolve_rows
+from pydsh.kernel.compose import Composition, dsh_home, interpolate, load_yaml, resolve_rows
 from pydsh.kernel.profiles import ProfileError, compose_profile, ensure_profile, known_templates
 
 
@@ -226,3 +226,19 @@ def test_dump_round_trips(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     again = Composition()
     again.apply_patch([{"insert": load_yaml(comp.dump(), "dump")}], "dump")
     assert again.dump() == comp.dump()
+
+
+def test_dsh_home_follows_the_variable_and_resolves_a_relative_one_against_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "link"))
+    assert dsh_home() == (tmp_path / "real").resolve()
+    monkeypatch.setenv("DSH_HOME", "home")
+    monkeypatch.chdir(tmp_path / "real")
+    assert dsh_home() == (tmp_path / "real" / "home").resolve()
+    monkeypatch.chdir(tmp_path)
+    assert dsh_home() == (tmp_path / "home").resolve()
+    monkeypatch.setenv("DSH_HOME", "")
+    assert dsh_home() == Path.home() / ".pydsh"
