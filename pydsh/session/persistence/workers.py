@@ -54,9 +54,9 @@ class Workers:
                 outcome: tuple[bool, Any] = (True, call())
             except BaseException as exc:
                 outcome = (False, exc)
+            self._idle.release()  # before the caller learns the outcome, so its next call finds this thread idle
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, *outcome)
-            self._idle.release()
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
