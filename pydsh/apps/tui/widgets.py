@@ -91,6 +91,20 @@ class BlockView(Static):
             self.action_fold()
 
 
+class Lines(Static):
+    """A few unwrapped lines redrawn several times a second (the burst list, member activity): the screen is
+    laid out again only when their count changes, since a layout reflows every card mounted."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.count = 0
+
+    def show(self, text: Text) -> None:
+        count = text.plain.count("\n") + 1
+        self.update(text, layout=count != self.count)
+        self.count = count
+
+
 class PromptArea(TextArea):
     """The prompt: Enter sends, Ctrl+J (or Alt+Enter) starts a new line, Up/Down at the edges walk history."""
 
