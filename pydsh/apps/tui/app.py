@@ -27,7 +27,7 @@ from textual.widgets.option_list import Option
 from pydsh.apps.tui import cards
 from pydsh.apps.tui.cards import subject
 from pydsh.apps.tui.commands import COMMANDS, Completion, FileIndex, command_completions
-from pydsh.apps.tui.controller import MODES, Ask, Controller, Questions
+from pydsh.apps.tui.controller import MODES, Ask, Controller, Preview, Questions
 from pydsh.apps.tui.feed import Block, Feed, parse_arguments
 from pydsh.apps.tui.screens import AgentTreeScreen, HelpScreen, Picker, SessionPicker
 from pydsh.apps.tui.widgets import AskPanel, BlockView, CompletionList, Lines, PromptArea, QuestionPanel
@@ -85,10 +85,14 @@ class PydshTui(App[int]):
     controller: Controller
     """The session's controller (set once it is open: see :attr:`opened`)."""
 
-    def __init__(self, session: Controller | Callable[[], Awaitable[Controller | None]]) -> None:
+    def __init__(
+        self, session: Controller | Callable[[], Awaitable[Controller | None]], preview: Preview | None = None
+    ) -> None:
         """``session``: an open controller, or how to open one behind the first frame (``None``: it could
-        not be opened, and the screen ends)."""
+        not be opened, and the screen ends); ``preview``: the last events of the session being opened, shown
+        meanwhile."""
         super().__init__()
+        self.preview = preview
         self.opener = None if isinstance(session, Controller) else session
         if isinstance(session, Controller):
             self.controller = session
@@ -159,8 +163,19 @@ class PydshTui(App[int]):
         if self.opener is None:
             await self._show_opened()
             return
-        self.main.query_one("#title", Static).update(Text.assemble((" pydsh ", "bold reverse"), "  starting…"))
-        self.call_after_refresh(lambda: self.run_worker(self._open(), exclusive=True))
+        doing = "  starting…" if self.preview is None else "  resuming…"
+        self.main.query_one("#title", Static).update(Text.assemble((" pydsh ", "bold reverse"), doing))
+        if self.preview is None:
+            self.call_after_refresh(self._start_opening)
+            return
+        self.viewing = self.preview.session_id
+        await self._show_feed(self.preview.events)
+        self.call_after_refresh(lambda: self.call_after_refresh(self._start_opening))
+
+    def _start_opening(self) -> None:
+        """Open the session once the first frame is out (a preview takes a second refresh: its scroll to the
+        end lands after the first layout); the open holds the event loop for a while."""
+        self.run_worker(self._open(), exclusive=True)
 
     async def _open(self) -> None:
         """Open the session behind the first frame; a session that cannot be opened ends the screen."""
@@ -194,23 +209,51 @@ class PydshTui(App[int]):
     async def show_session(self, session_id: str) -> None:
         """Show ``session_id`` (the root, or a member read only) from its tail."""
         session = await self.controller.read(session_id)
+        previewed = self.viewing == session_id and not self.opened.is_set()
         self.viewing = session_id
-        self.feed = Feed()
-        self.feed.apply_all(list(session.events))
-        await self.transcript.remove_children()
-        self.views = {}
-        self.pending = {}
-        blocks = self.feed.blocks
-        last_prompt = max((i for i, b in enumerate(blocks) if b.kind == "user"), default=0)
-        self.first = max(0, len(blocks) - TAIL, min(last_prompt, len(blocks) - 1) if len(blocks) > TAIL else 0)
-        await self._mount(blocks[self.first :])
-        self.transcript.scroll_end(animate=False)
+        await self._show_feed(list(session.events), adopt=previewed)
         member = session_id != self.controller.live.session_id
         self.prompt.disabled = member
         self.prompt.placeholder = "Viewing a member's session (read only) — Esc returns" if member else ASK
         self.running = self.controller.status(self.controller.live.session_id) == "running"
         self.refresh_chrome(metered=False)
         self.call_after_refresh(self.refresh_chrome)
+
+    async def _show_feed(self, events: list[dict[str, Any]], adopt: bool = False) -> None:
+        """The transcript of ``events`` from its last turn; ``adopt``: the cards shown (the preview of the same
+        session) are kept where they are when the full transcript holds them in the same order."""
+        feed = Feed()
+        feed.apply_all(events)
+        if adopt and self._adopt(feed):
+            return
+        self.feed = feed
+        await self.transcript.remove_children()
+        self.views = {}
+        self.pending = {}
+        blocks = feed.blocks
+        last_prompt = max((i for i, b in enumerate(blocks) if b.kind == "user"), default=0)
+        self.first = max(0, len(blocks) - TAIL, min(last_prompt, len(blocks) - 1) if len(blocks) > TAIL else 0)
+        await self._mount(blocks[self.first :])
+        self.transcript.scroll_end(animate=False)
+
+    def _adopt(self, feed: Feed) -> bool:
+        """Switch from the preview to the full transcript without redrawing: each card shown takes the full
+        fold's block of its key, and blocks the preview did not have are mounted after (``False``: the cards
+        shown are not a run of the full transcript)."""
+        shown = [block.key for block in self.feed.blocks[self.first :]]
+        keys = [block.key for block in feed.blocks]
+        first = keys.index(shown[0]) if shown and shown[0] in keys else -1
+        if first < 0 or keys[first : first + len(shown)] != shown or self.pending:
+            return False
+        for key, block in zip(shown, feed.blocks[first:], strict=False):
+            view = self.views[key]
+            view.block = block
+            view.refresh_block()
+        self.feed = feed
+        self.first = first
+        self.pending = {b.key: b for b in feed.blocks[first + len(shown) :]}
+        self._mount_pending()
+        return True
 
     async def _mount(self, blocks: list[Block], before: BlockView | None = None) -> None:
         views = [BlockView(b) for b in blocks]
