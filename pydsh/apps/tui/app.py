@@ -12,7 +12,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -27,11 +27,13 @@ from textual.widgets.option_list import Option
 from pydsh.apps.tui import cards
 from pydsh.apps.tui.cards import subject
 from pydsh.apps.tui.commands import COMMANDS, Completion, FileIndex, command_completions
-from pydsh.apps.tui.controller import MODES, Ask, Controller, Preview, Questions
 from pydsh.apps.tui.feed import Block, Feed, parse_arguments
 from pydsh.apps.tui.screens import AgentTreeScreen, HelpScreen, Picker, SessionPicker
 from pydsh.apps.tui.widgets import AskPanel, BlockView, CompletionList, Lines, PromptArea, QuestionPanel
 from pydsh.host import HostError
+
+if TYPE_CHECKING:
+    from pydsh.apps.tui.controller import Ask, Controller, Preview, Questions
 
 TICK_S = 0.05
 TAIL = 60
@@ -93,8 +95,8 @@ class PydshTui(App[int]):
         meanwhile."""
         super().__init__()
         self.preview = preview
-        self.opener = None if isinstance(session, Controller) else session
-        if isinstance(session, Controller):
+        self.opener = session if callable(session) else None
+        if not callable(session):
             self.controller = session
         self.opened = asyncio.Event()
         """Set once the session is open: before, the screen's keys other than Ctrl+C do nothing (typing works)."""
@@ -582,6 +584,8 @@ class PydshTui(App[int]):
         await self.controller.set_route(route["provider"], route["model"], arg)
 
     async def cmd_mode(self, arg: str) -> None:
+        from pydsh.apps.tui.controller import MODES
+
         if arg and arg not in MODES:
             raise ValueError(f"unknown mode {arg}; one of {', '.join(MODES)}")
         mode = self.controller.set_mode(arg) if arg else self.controller.next_mode()

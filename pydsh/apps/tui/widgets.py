@@ -3,7 +3,7 @@ history and completion, and the approval and question panels answered from the k
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -15,9 +15,11 @@ from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from pydsh.apps.tui import cards
-from pydsh.apps.tui.controller import Ask, Questions
 from pydsh.apps.tui.feed import Block
 from pydsh.policy.questions import Answer
+
+if TYPE_CHECKING:
+    from pydsh.apps.tui.controller import Ask, Questions
 
 FOLDABLE = frozenset({"tool", "reasoning"})
 
