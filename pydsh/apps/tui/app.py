@@ -247,7 +247,7 @@ class PydshTui(App[int]):
         first = keys.index(shown[0]) if shown and shown[0] in keys else -1
         if first < 0 or keys[first : first + len(shown)] != shown or self.pending:
             return False
-        for key, block in zip(shown, feed.blocks[first:], strict=False):
+        for key, block in zip(shown, feed.blocks[first : first + len(shown)], strict=True):
             view = self.views[key]
             view.block = block
             view.refresh_block()
