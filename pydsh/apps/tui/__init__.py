@@ -26,7 +26,7 @@ from pydsh.session.keys import SESSIONS
 if TYPE_CHECKING:
     from textual.app import App
 
-    from pydsh.apps.tui.controller import Controller
+    from pydsh.apps.tui.controller import Controller, Preview
     from pydsh.host import Host
     from pydsh.kernel.compose import Row
 
@@ -71,8 +71,9 @@ class TuiApp:
 
 def launch(profile: str, rows: list[Row], args: list[str]) -> int:
     """``pydsh tui`` from the command line. For a new session the screen is drawn first and the host loads
-    behind it, so the prompt shows before the plugins are imported; ``--resume`` opens the session first
-    (its transcript is what the user waits for, and a wrong id is refused before any screen)."""
+    behind it, so the prompt shows before the plugins are imported; ``--resume`` loads the host first (a wrong
+    id is refused before any screen) and draws the session's last turn from the end of its log while the full
+    open runs behind the first frame."""
     options = usable_options(args)
     if isinstance(options, int):
         return options
@@ -97,16 +98,19 @@ def launch(profile: str, rows: list[Row], args: list[str]) -> int:
 
 async def run_tui(loaded: Callable[[], Awaitable[Host]], options: TuiOptions, *, paint_first: bool = False) -> int:
     """Run the screen until the user quits, then stop what still runs. ``paint_first``: the session opens
-    behind the first frame (once ``loaded`` gives the host) rather than before it. A session that cannot be
-    opened ends the run with its one-line error."""
+    behind the first frame (once ``loaded`` gives the host) rather than before it; so does a resumed session
+    whose last turn could be read from its log's end (drawn first). A session that cannot be opened ends the
+    run with its one-line error."""
     opening = Opening(loaded, options)
     code: int | None = 1
     try:
-        session = opening.open if paint_first else await opening.open()
+        preview = await opening.preview() if options.resume is not None else None
+        behind = paint_first or preview is not None
+        session = None if opening.failure is not None else opening.open if behind else await opening.open()
         if session is not None:
             from pydsh.apps.tui.app import PydshTui
 
-            app = PydshTui(session)
+            app = PydshTui(session, preview)
             with logging_to_file(), ended_by_signals(app):
                 code = await app.run_async()
     finally:
@@ -127,20 +131,36 @@ class Opening:
         self.failure: str | None = None
         self.failure_code = 1
 
-    async def open(self) -> Controller | None:
-        """The opened controller, or ``None`` with :attr:`failure` set (the host or the session refused)."""
+    async def started(self) -> Controller | None:
+        """The controller following the loaded host (made once), or ``None`` with :attr:`failure` set."""
         from pydsh.apps.tui.controller import Controller
         from pydsh.host.launch import refusal_code
 
-        options = self.options
+        if self.controller is not None or self.failure is not None:
+            return self.controller
         try:
             host = await self.loaded()
         except HostError as exc:
             self.failure = "\n".join(f"pydsh: {line}" for line in str(exc).splitlines())
             self.failure_code = refusal_code(exc)
             return None
-        controller = self.controller = Controller(host, options.cwd)
-        controller.start()
+        self.controller = Controller(host, self.options.cwd)
+        self.controller.start()
+        return self.controller
+
+    async def preview(self) -> Preview | None:
+        """The last turn of the session to resume, read from its log's end (``None``: open it first)."""
+        controller = await self.started()
+        if controller is None or self.options.resume is None:
+            return None
+        return controller.preview(self.options.resume)
+
+    async def open(self) -> Controller | None:
+        """The opened controller, or ``None`` with :attr:`failure` set (the host or the session refused)."""
+        options = self.options
+        controller = await self.started()
+        if controller is None:
+            return None
         try:
             await controller.open(options.resume, options.provider, options.model)
         except HostError as exc:

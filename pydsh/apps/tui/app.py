@@ -12,7 +12,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -27,11 +27,13 @@ from textual.widgets.option_list import Option
 from pydsh.apps.tui import cards
 from pydsh.apps.tui.cards import subject
 from pydsh.apps.tui.commands import COMMANDS, Completion, FileIndex, command_completions
-from pydsh.apps.tui.controller import MODES, Ask, Controller, Questions
 from pydsh.apps.tui.feed import Block, Feed, parse_arguments
 from pydsh.apps.tui.screens import AgentTreeScreen, HelpScreen, Picker, SessionPicker
-from pydsh.apps.tui.widgets import AskPanel, BlockView, CompletionList, PromptArea, QuestionPanel
+from pydsh.apps.tui.widgets import AskPanel, BlockView, CompletionList, Lines, PromptArea, QuestionPanel
 from pydsh.host import HostError
+
+if TYPE_CHECKING:
+    from pydsh.apps.tui.controller import Ask, Controller, Preview, Questions
 
 TICK_S = 0.05
 TAIL = 60
@@ -47,9 +49,12 @@ BURST_LINES = 12
 QUIET_S = 0.5
 """A burst ends once no update came for this long; then the newest blocks are mounted as cards."""
 CHROME_S = 0.25
+"""How often the title, activity and usage lines are redrawn while events arrive."""
+MOUNT_S = 0.25
+"""While a turn runs, new cards are mounted together at most this often: a mount lays out every card mounted
+(twice), and a keystroke arriving meanwhile is echoed only once that is done."""
 ASK = "Ask anything · / for commands · @ for files"
 """The prompt's placeholder."""
-"""How often the title, activity and usage lines are redrawn while events arrive."""
 
 
 class Transcript(VerticalScroll):
@@ -82,12 +87,16 @@ class PydshTui(App[int]):
     controller: Controller
     """The session's controller (set once it is open: see :attr:`opened`)."""
 
-    def __init__(self, session: Controller | Callable[[], Awaitable[Controller | None]]) -> None:
+    def __init__(
+        self, session: Controller | Callable[[], Awaitable[Controller | None]], preview: Preview | None = None
+    ) -> None:
         """``session``: an open controller, or how to open one behind the first frame (``None``: it could
-        not be opened, and the screen ends)."""
+        not be opened, and the screen ends); ``preview``: the last events of the session being opened, shown
+        meanwhile."""
         super().__init__()
-        self.opener = None if isinstance(session, Controller) else session
-        if isinstance(session, Controller):
+        self.preview = preview
+        self.opener = session if callable(session) else None
+        if not callable(session):
             self.controller = session
         self.opened = asyncio.Event()
         """Set once the session is open: before, the screen's keys other than Ctrl+C do nothing (typing works)."""
@@ -109,16 +118,20 @@ class PydshTui(App[int]):
         self.burst_since: int | None = None
         """Index of the first block of a burst not mounted as cards (``None``: no burst)."""
         self.burst_at = 0.0
+        self.pending: dict[str, Block] = {}
+        """New blocks waiting for the next mount (see :data:`MOUNT_S`), by key."""
+        self.mounted_at = 0.0
         self.painted = 0.0
         """When the first frame was drawn (``time.perf_counter``), for the bench."""
+        self._transcript = Transcript(id="transcript")
 
     # -- layout -----------------------------------------------------------------------------------
 
     def compose(self) -> Any:
         yield Static(id="title")
-        yield Transcript(id="transcript")
-        yield Static(id="burst")
-        yield Static(id="activity")
+        yield self._transcript
+        yield Lines(id="burst")
+        yield Lines(id="activity")
         yield AskPanel(id="ask")
         yield QuestionPanel(id="questions")
         yield CompletionList(id="completions")
@@ -132,8 +145,9 @@ class PydshTui(App[int]):
 
     @property
     def alive(self) -> bool:
-        """Whether the session screen is still up (timers and workers may fire while it is torn down)."""
-        return bool(self.screen_stack) and bool(self.main.query(Transcript))
+        """Whether the session screen is still up (timers and workers may fire while it is torn down); no query,
+        since every tick asks."""
+        return bool(self.screen_stack) and self._transcript.is_attached
 
     @property
     def prompt(self) -> PromptArea:
@@ -141,7 +155,7 @@ class PydshTui(App[int]):
 
     @property
     def transcript(self) -> Transcript:
-        return self.main.query_one(Transcript)
+        return self._transcript
 
     async def on_mount(self) -> None:
         for name in ("ask", "questions", "completions", "activity", "burst"):
@@ -151,8 +165,19 @@ class PydshTui(App[int]):
         if self.opener is None:
             await self._show_opened()
             return
-        self.main.query_one("#title", Static).update(Text.assemble((" pydsh ", "bold reverse"), "  starting…"))
-        self.call_after_refresh(lambda: self.run_worker(self._open(), exclusive=True))
+        doing = "  starting…" if self.preview is None else "  resuming…"
+        self.main.query_one("#title", Static).update(Text.assemble((" pydsh ", "bold reverse"), doing))
+        if self.preview is None:
+            self.call_after_refresh(self._start_opening)
+            return
+        self.viewing = self.preview.session_id
+        await self._show_feed(self.preview.events)
+        self.call_after_refresh(lambda: self.call_after_refresh(self._start_opening))
+
+    def _start_opening(self) -> None:
+        """Open the session once the first frame is out (a preview takes a second refresh: its scroll to the
+        end lands after the first layout); the open holds the event loop for a while."""
+        self.run_worker(self._open(), exclusive=True)
 
     async def _open(self) -> None:
         """Open the session behind the first frame; a session that cannot be opened ends the screen."""
@@ -186,22 +211,51 @@ class PydshTui(App[int]):
     async def show_session(self, session_id: str) -> None:
         """Show ``session_id`` (the root, or a member read only) from its tail."""
         session = await self.controller.read(session_id)
+        previewed = self.viewing == session_id and not self.opened.is_set()
         self.viewing = session_id
-        self.feed = Feed()
-        self.feed.apply_all(list(session.events))
-        await self.transcript.remove_children()
-        self.views = {}
-        blocks = self.feed.blocks
-        last_prompt = max((i for i, b in enumerate(blocks) if b.kind == "user"), default=0)
-        self.first = max(0, len(blocks) - TAIL, min(last_prompt, len(blocks) - 1) if len(blocks) > TAIL else 0)
-        await self._mount(blocks[self.first :])
-        self.transcript.scroll_end(animate=False)
+        await self._show_feed(list(session.events), adopt=previewed)
         member = session_id != self.controller.live.session_id
         self.prompt.disabled = member
         self.prompt.placeholder = "Viewing a member's session (read only) — Esc returns" if member else ASK
         self.running = self.controller.status(self.controller.live.session_id) == "running"
         self.refresh_chrome(metered=False)
         self.call_after_refresh(self.refresh_chrome)
+
+    async def _show_feed(self, events: list[dict[str, Any]], adopt: bool = False) -> None:
+        """The transcript of ``events`` from its last turn; ``adopt``: the cards shown (the preview of the same
+        session) are kept where they are when the full transcript holds them in the same order."""
+        feed = Feed()
+        feed.apply_all(events)
+        if adopt and self._adopt(feed):
+            return
+        self.feed = feed
+        await self.transcript.remove_children()
+        self.views = {}
+        self.pending = {}
+        blocks = feed.blocks
+        last_prompt = max((i for i, b in enumerate(blocks) if b.kind == "user"), default=0)
+        self.first = max(0, len(blocks) - TAIL, min(last_prompt, len(blocks) - 1) if len(blocks) > TAIL else 0)
+        await self._mount(blocks[self.first :])
+        self.transcript.scroll_end(animate=False)
+
+    def _adopt(self, feed: Feed) -> bool:
+        """Switch from the preview to the full transcript without redrawing: each card shown takes the full
+        fold's block of its key, and blocks the preview did not have are mounted after (``False``: the cards
+        shown are not a run of the full transcript)."""
+        shown = [block.key for block in self.feed.blocks[self.first :]]
+        keys = [block.key for block in feed.blocks]
+        first = keys.index(shown[0]) if shown and shown[0] in keys else -1
+        if first < 0 or keys[first : first + len(shown)] != shown or self.pending:
+            return False
+        for key, block in zip(shown, feed.blocks[first : first + len(shown)], strict=True):
+            view = self.views[key]
+            view.block = block
+            view.refresh_block()
+        self.feed = feed
+        self.first = first
+        self.pending = {b.key: b for b in feed.blocks[first + len(shown) :]}
+        self._mount_pending()
+        return True
 
     async def _mount(self, blocks: list[Block], before: BlockView | None = None) -> None:
         views = [BlockView(b) for b in blocks]
@@ -230,6 +284,7 @@ class PydshTui(App[int]):
         if not updates:
             if self.burst_since is not None and time.monotonic() - self.burst_at > QUIET_S:
                 await self._end_burst()
+            self._mount_pending()
             if self.chrome_dirty:
                 self.refresh_chrome()
             return
@@ -259,8 +314,8 @@ class PydshTui(App[int]):
     def _apply(self, changed: dict[str, Block]) -> None:
         if not changed:
             return
-        follow = self.transcript.scroll_y >= self.transcript.max_scroll_y - 2
-        new = [b for key, b in changed.items() if key not in self.views]
+        follow = self.following
+        new = [b for key, b in changed.items() if key not in self.views and key not in self.pending]
         for key in changed:
             view = self.views.get(key)
             if view is not None and view.is_mounted:
@@ -268,11 +323,29 @@ class PydshTui(App[int]):
         if new and (self.burst_since is not None or len(new) > BUSY):
             self._burst(new)
         elif new:
-            views = [BlockView(b) for b in new]
-            for view in views:
-                self.views[view.block.key] = view
-            self.transcript.mount_all(views)
-            self._trim()
+            self.pending.update((b.key, b) for b in new)
+            self._mount_pending()
+        if follow:
+            self.transcript.scroll_end(animate=False)
+
+    @property
+    def following(self) -> bool:
+        """Whether the transcript is scrolled to its end (new blocks then keep it there)."""
+        return self.transcript.scroll_y >= self.transcript.max_scroll_y - 2
+
+    def _mount_pending(self) -> None:
+        """Mount the waiting blocks as cards in one go: at once when idle, else at most every :data:`MOUNT_S`."""
+        now = time.monotonic()
+        if not self.pending or (self.running and now - self.mounted_at < MOUNT_S):
+            return
+        follow = self.following
+        views = [BlockView(b) for b in self.pending.values()]
+        self.pending = {}
+        self.mounted_at = now
+        for view in views:
+            self.views[view.block.key] = view
+        self.transcript.mount_all(views)
+        self._trim()
         if follow:
             self.transcript.scroll_end(animate=False)
 
@@ -281,7 +354,9 @@ class PydshTui(App[int]):
         redrawn per tick), until the stream calms down."""
         now = time.monotonic()
         if self.burst_since is None:
-            self.burst_since = self.feed.blocks.index(new[0])
+            first = next(iter(self.pending.values()), new[0])
+            self.burst_since = self.feed.blocks.index(first)
+            self.pending = {}
         self.burst_at = now
         waiting = self.feed.blocks[self.burst_since :]
         text = Text(f"⋯ {len(waiting)} new items, the newest:\n", style="dim")
@@ -289,8 +364,8 @@ class PydshTui(App[int]):
             text.append_text(cards.headline(block, False) if block.kind == "tool" else Text(block.text[:90]))
             text.append("\n")
         text.rstrip()
-        live = self.main.query_one("#burst", Static)
-        live.update(text)
+        live = self.main.query_one("#burst", Lines)
+        live.show(text)
         live.display = True
 
     async def _end_burst(self) -> None:
@@ -304,6 +379,7 @@ class PydshTui(App[int]):
         """A burst larger than one screen: show only the newest blocks (the rest load on scroll-up)."""
         await self.transcript.remove_children(list(self.views.values()))
         self.views = {}
+        self.pending = {}
         self.first = first
         await self._mount(self.feed.blocks[first:])
 
@@ -356,15 +432,15 @@ class PydshTui(App[int]):
         if self.viewing != session.id:
             title.append(f"  viewing {controller.names.get(self.viewing, self.viewing[:8])}", style="bold reverse")
         title.append(f"  {home_relative(controller.workspace())}", style="dim")
-        self.main.query_one("#title", Static).update(title)
-        activity = self.main.query_one("#activity", Static)
+        self.main.query_one("#title", Static).update(title, layout=False)
+        activity = self.main.query_one("#activity", Lines)
         for sid in [sid for sid in self.activity if controller.status(sid) != "running"]:
             del self.activity[sid]
         lines = [f"● {controller.names.get(sid, sid[:8])} · {what}" for sid, what in self.activity.items()]
         queued = [f"⧗ {'steer' if mode == 'steer' else 'queued'}: {text}" for mode, text in controller.queued()]
-        activity.update("\n".join(lines + queued))
+        activity.show(Text("\n".join(lines + queued)))
         activity.display = bool(lines or queued)
-        self.main.query_one("#status", Static).update(self._usage_line(metered))
+        self.main.query_one("#status", Static).update(self._usage_line(metered), layout=False)
 
     def _usage_line(self, metered: bool) -> Text:
         controller = self.controller
@@ -508,6 +584,8 @@ class PydshTui(App[int]):
         await self.controller.set_route(route["provider"], route["model"], arg)
 
     async def cmd_mode(self, arg: str) -> None:
+        from pydsh.apps.tui.controller import MODES
+
         if arg and arg not in MODES:
             raise ValueError(f"unknown mode {arg}; one of {', '.join(MODES)}")
         mode = self.controller.set_mode(arg) if arg else self.controller.next_mode()

@@ -17,12 +17,16 @@ from pydsh.agent.hooks import AGENT_STATUS, ASSISTANT_STREAM, AgentStatus, Assis
 from pydsh.agent.keys import AGENT_DEFAULT_MODEL, AGENTS
 from pydsh.host import AgentSpec, HostError
 from pydsh.host.asks import call_arguments
+from pydsh.host.host import resume_refusal
 from pydsh.host.routes import RouteChoice, RouteSelections
 from pydsh.llm.keys import LLM
 from pydsh.policy.keys import APPROVAL, PERMISSIONS, USER_QUESTIONS
 from pydsh.policy.state import PRESETS
+from pydsh.session.errors import SessionError
 from pydsh.session.hooks import SESSION_EVENT
-from pydsh.session.keys import SESSION_INDEX, SESSION_PROJECTIONS, SESSION_QUERY, SESSION_TITLE
+from pydsh.session.keys import SESSION_INDEX, SESSION_PERSISTENCE, SESSION_PROJECTIONS, SESSION_QUERY, SESSION_TITLE
+from pydsh.session.persistence.jsonl import read_header
+from pydsh.session.tail import tail
 from pydsh.subagents.keys import SUBAGENTS
 from pydsh.subagents.names import CATALOG
 
@@ -40,6 +44,8 @@ METER_KEYS = ("tokenUsage", "contextPressure")
 MODES = tuple(PRESETS)
 """Permission presets in the order Shift+Tab cycles them."""
 MAX_TREE = 200
+PREVIEW_EVENTS = 200
+"""Events a resumed session's first frame reads at least (its last turn, or more when that turn is short)."""
 
 
 @dataclass
@@ -59,6 +65,14 @@ class Questions:
 
     request: QuestionRequest
     future: asyncio.Future[list[Answer] | None] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """The last events of a stored session, read from its log's last lines: drawn while the full open runs."""
+
+    session_id: str
+    events: list[Event]
 
 
 @dataclass(frozen=True)
@@ -190,6 +204,20 @@ class Controller:
             agent = await self.host.create(AgentSpec(self.cwd, provider, model))
         self.agent = agent
         return agent
+
+    def preview(self, session_id: str) -> Preview | None:
+        """The last turn of a stored root session from the end of its log (blocking, tens of milliseconds where the
+        full open takes about a second for 10,000 events); ``None`` when it cannot be read so, or when the open
+        would be refused (a member, a workspace gone), which the open then says before any screen."""
+        log_file = getattr(self.ctx.get(SESSION_PERSISTENCE), "log_file", None)
+        try:
+            path = log_file(session_id) if log_file is not None else None
+            if path is None or resume_refusal(read_header(path)) is not None:
+                return None
+        except SessionError:
+            return None
+        found = tail(path, 1, PREVIEW_EVENTS)
+        return Preview(session_id, found[0]) if found is not None else None
 
     async def switch(self, session_id: str | None) -> Agent:
         """Leave the open session (its running turn stopped, logged as aborted) and open another or a new one."""

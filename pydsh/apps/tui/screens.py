@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -13,7 +13,9 @@ from textual.widgets import Input, OptionList, Static, Tree
 from textual.widgets.option_list import Option
 
 from pydsh.apps.tui.commands import COMMANDS
-from pydsh.apps.tui.controller import AgentNode, SessionRow
+
+if TYPE_CHECKING:
+    from pydsh.apps.tui.controller import AgentNode, SessionRow
 
 KEYS = [
     ("Enter", "send (queued while the agent works)"),

@@ -3,7 +3,7 @@ history and completion, and the approval and question panels answered from the k
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -15,9 +15,11 @@ from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from pydsh.apps.tui import cards
-from pydsh.apps.tui.controller import Ask, Questions
 from pydsh.apps.tui.feed import Block
 from pydsh.policy.questions import Answer
+
+if TYPE_CHECKING:
+    from pydsh.apps.tui.controller import Ask, Questions
 
 FOLDABLE = frozenset({"tool", "reasoning"})
 
@@ -89,6 +91,20 @@ class BlockView(Static):
     def set_expanded(self, expanded: bool) -> None:
         if self.can_focus and self.expanded != expanded:
             self.action_fold()
+
+
+class Lines(Static):
+    """A few unwrapped lines redrawn several times a second (the burst list, member activity): the screen is
+    laid out again only when their count changes, since a layout reflows every card mounted."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.count = 0
+
+    def show(self, text: Text) -> None:
+        count = text.plain.count("\n") + 1
+        self.update(text, layout=count != self.count)
+        self.count = count
 
 
 class PromptArea(TextArea):

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.keys import AGENT_DEFAULT_MODEL, AGENT_PRESETS
-from pydsh.apps.web.digest import Digest, digest, tail
+from pydsh.apps.web.digest import Digest, digest
 from pydsh.apps.web.errors import ApiError, not_found
 from pydsh.apps.web.summary import SessionFold, fold_events, workspace_id
 from pydsh.compaction.keys import COMPACTION
@@ -25,6 +25,7 @@ from pydsh.schedules.keys import SCHEDULES
 from pydsh.session.errors import SessionError, SessionPersistenceNotFoundError
 from pydsh.session.keys import SESSION_INDEX, SESSION_PERSISTENCE, SESSION_PROJECTIONS, SESSION_QUERY, SESSION_TITLE
 from pydsh.session.summary import SummaryFold
+from pydsh.session.tail import tail
 from pydsh.session.title import TITLE
 
 if TYPE_CHECKING:

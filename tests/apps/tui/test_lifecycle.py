@@ -6,9 +6,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pydsh.apps.tui import app as screen_module
+from pydsh.apps.tui import controller as controller_module
 from pydsh.apps.tui.app import PydshTui
 from pydsh.apps.tui.controller import Controller
+from pydsh.apps.tui.widgets import BlockView
 from pydsh.session.keys import SESSION_QUERY
 from pydsh.testing.hosts import ScriptedHost
 from tests.apps.tui.conftest import Opener
@@ -119,6 +123,76 @@ async def test_the_screen_is_drawn_before_the_session_opens_and_keeps_what_was_t
             assert "› hi" in text
             assert "hello back" in text
         await controller.shutdown()
+
+
+async def test_a_resumed_session_shows_its_last_turn_before_it_opens_then_the_full_transcript(
+    isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--resume``: the last turn read from the log's end is on screen while the full open waits; what is
+    typed meanwhile is sent once it is open; the cards shown stay (not drawn again) and earlier ones load."""
+    monkeypatch.setattr(controller_module, "PREVIEW_EVENTS", 5)
+    script = [glob_step(20), {"text": "first answer"}, glob_step(5), {"text": "last answer"}, {"text": "again"}]
+    gate = asyncio.Event()
+    async with ScriptedHost(script, profile="tui", cwd=tmp_path, dsh_home=isolated_home) as host:
+        agent = await host.create_agent()
+        await agent.run("the first prompt")
+        await agent.run("the last prompt")
+        session_id = agent.session_id
+        await agent.close()
+        controller = Controller(host)
+        controller.start()
+        preview = controller.preview(session_id)
+        assert preview is not None and preview.session_id == session_id
+
+        async def opening() -> Controller:
+            await gate.wait()
+            await controller.open(session_id)
+            return controller
+
+        app = PydshTui(opening, preview)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            text = "\n".join(s.text for s in app.screen._compositor.render_strips())
+            assert "resuming…" in text
+            assert "last answer" in text
+            assert [b.text for b in app.feed.blocks if b.kind == "user"] == ["the last prompt"]
+            cards = list(app.transcript.query(BlockView))
+            await pilot.press("h", "i", "enter")
+            await pilot.pause()
+            assert controller.agent is None
+            gate.set()
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if "again" in "\n".join(s.text for s in app.screen._compositor.render_strips()):
+                    break
+            assert list(app.transcript.query(BlockView))[: len(cards)] == cards
+            assert [b.text for b in app.feed.blocks if b.kind == "user"] == [
+                "the first prompt",
+                "the last prompt",
+                "hi",
+            ]
+            shown = [view.block.key for view in app.transcript.query(BlockView)]
+            assert shown == [b.key for b in app.feed.blocks[app.first :]]
+            assert all(app.views[key].block is app.feed.get(key) for key in shown)
+            text = "\n".join(s.text for s in app.screen._compositor.render_strips())
+            assert "› hi" in text and "again" in text
+        await controller.shutdown()
+
+
+async def test_no_preview_for_a_session_the_open_refuses(isolated_home: Path, tmp_path: Path) -> None:
+    """No preview for an unknown id or a session whose workspace is gone: the open is then made before the
+    screen, and refuses it before anything is drawn."""
+    workspace = tmp_path / "gone"
+    workspace.mkdir()
+    async with ScriptedHost([{"text": "hi"}], profile="tui", cwd=workspace, dsh_home=isolated_home) as host:
+        agent = await host.create_agent()
+        await agent.run("hello")
+        await agent.close()
+        controller = Controller(host)
+        assert controller.preview(agent.session_id) is not None
+        assert controller.preview("no-such-session") is None
+        workspace.rmdir()
+        assert controller.preview(agent.session_id) is None
 
 
 async def test_a_session_that_cannot_open_ends_the_screen() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydsh.apps.tui.screens import AgentTreeScreen, HelpScreen, Picker, SessionPicker
+from pydsh.apps.tui.widgets import BlockView
 from tests.apps.tui.conftest import Opener
 
 ESCALATE = {
@@ -274,6 +275,45 @@ async def test_a_burst_of_updates_shows_a_running_list_then_its_newest_cards(tui
         await t.shows("… glob  *119.md  running")
         assert len(t.app.views) == 60
         assert t.app.first == len(t.app.feed.blocks) - 60
+
+
+def tool_call(session: Any, seq: int, i: int) -> dict[str, Any]:
+    """A ``tool/call`` event of the open session, as the kernel logs it."""
+    data = {"turn": 9, "step": 1, "callId": f"call-{i}", "name": "glob", "arguments": f'{{"pattern": "*{i}.md"}}'}
+    return {"type": "tool/call", "seq": seq, "time": 0, "data": data}
+
+
+async def test_cards_arriving_tick_after_tick_while_running_are_mounted_together_none_lost_or_twice(
+    tui: Opener,
+) -> None:
+    """While a turn runs, a few new cards per tick wait and are mounted in one go (each mount lays out every
+    card on screen); every block ends up mounted exactly once, in order."""
+    async with tui([{"text": "ready"}]) as t:
+        await t.send("start")
+        await t.idle()
+        session = t.controller.live.session
+        seq = session.seq + 1
+        t.app.running = True
+        mounts = 0
+        mount_all = t.app.transcript.mount_all
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal mounts
+            mounts += 1
+            return mount_all(*args, **kwargs)
+
+        t.app.transcript.mount_all = counted  # type: ignore[method-assign]
+        for i in range(40):
+            t.controller._on_event(session, tool_call(session, seq + i, i))
+            if i % 3 == 2:
+                await t.pilot.pause(0.06)
+        t.app.running = False
+        await t.shows("glob  *39.md")
+        shown = [view.block.key for view in t.app.transcript.query(BlockView)]
+        assert shown == [block.key for block in t.app.feed.blocks[t.app.first :]]
+        assert shown[-40:] == [f"ccall-{i}" for i in range(40)]
+        assert not t.app.pending
+        assert mounts < 13
 
 
 async def test_an_80_by_24_terminal_shows_the_title_the_answer_the_prompt_and_the_usage_line(tui: Opener) -> None:
