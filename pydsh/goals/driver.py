@@ -1,0 +1,134 @@
+"""``goal-round-driver``: while a session's goal is active and armed, each idle agent gets its next round.
+
+When the agent goes idle, the driver queues the round prompt as the next turn's input with the source
+``{kind: goal, goalId, revision, round}`` (logged as that turn's ``user/message``, which is what
+counts the round); once ``maxGoalRounds`` rounds have started it marks the goal blocked with
+``round-limit`` instead. A round whose goal changed while it waited is refused at its first step. A
+turn the user stops (``aborted``), one cut off by ``max-tokens`` or one that fails disarms the goal.
+The prompt text is DeepSeek Harness's, so a session continues alike in either runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pydsh.agent.hooks import AGENT_ERROR, AGENT_STATUS, PRE_STEP, AgentFailed, AgentStatus, PreStep, PreStepDecision
+from pydsh.agent.keys import AGENTS
+from pydsh.contract.agent import user_message
+from pydsh.goals.keys import GOALS
+from pydsh.goals.service import GoalService
+from pydsh.goals.state import goal_round_source
+from pydsh.kernel.context import Context
+from pydsh.kernel.events import Next
+from pydsh.session.hooks import SESSION_EVENT
+
+if TYPE_CHECKING:
+    from pydsh.contract.agent import Agent
+    from pydsh.session.events import Event
+    from pydsh.session.log import Session
+
+log = logging.getLogger("pydsh.goals")
+
+ROUND_TEXT = (
+    "Continue working toward the objective in this same session. Treat the current workspace, tool results, and "
+    "durable session state as authoritative; inspect them instead of assuming earlier narration is still current. "
+    "Make concrete progress and verify the result. Before claiming completion, gather evidence that the whole "
+    "objective is achieved, read the current goal, and mark it complete. If work remains, leave the goal active "
+    "for the next round. Follow the configured goal-tool policy before reporting a blocker."
+)
+
+
+def round_prompt(goal: dict[str, Any], round: int) -> str:
+    """The continuation prompt of ``round`` (kept in the history the model reads)."""
+    objective = json.dumps(goal["objective"], ensure_ascii=False)
+    return (
+        f"<goal_round>\nObjective: {objective}\nRound: {round}/{goal['maxGoalRounds']}\n\n{ROUND_TEXT}\n</goal_round>"
+    )
+
+
+def drivable(goal: dict[str, Any] | None) -> bool:
+    """Whether ``goal`` may get automatic rounds."""
+    return goal is not None and goal["phase"] == "active" and goal["activation"] == "armed"
+
+
+class GoalRoundDriver:
+    """Queues rounds at idle and checks them at their first step."""
+
+    def __init__(self, ctx: Context, goals: GoalService) -> None:
+        self.ctx = ctx
+        self.goals = goals
+        self._queued: dict[str, tuple[str, int, int]] = {}
+
+    def on_status(self, payload: AgentStatus) -> None:
+        """At idle, once every listener has seen it, queue the next round."""
+        if payload["status"] == "idle":
+            asyncio.get_running_loop().call_soon(self.drive, payload["agent"])
+
+    def drive(self, agent: Agent) -> None:
+        """Queue the next round of an idle agent's goal or, with the budget spent, block the goal."""
+        if agent.status != "idle":
+            return
+        goal = self.goals.get(agent)
+        if not drivable(goal):
+            return
+        assert goal is not None
+        round = goal["roundsStarted"] + 1
+        if self._queued.get(agent.id) == (goal["id"], goal["revision"], round):
+            return
+        ref = {"id": goal["id"], "revision": goal["revision"]}
+        if goal["roundsStarted"] >= goal["maxGoalRounds"]:
+            message = f"Goal reached its configured limit of {goal['maxGoalRounds']} rounds."
+            self.goals.block(agent, ref, {"code": "round-limit", "message": message})
+            return
+        source = {"kind": "goal", "goalId": goal["id"], "revision": goal["revision"], "round": round}
+        self._queued[agent.id] = (goal["id"], goal["revision"], round)
+        agent.followup(user_message([{"type": "text", "text": round_prompt(goal, round)}], source))
+
+    async def on_pre_step(self, payload: PreStep, nxt: Next[PreStepDecision]) -> PreStepDecision:
+        """Refuse a round whose goal moved on while it waited; a valid round starts a request series."""
+        source = next((s for s in map(goal_round_source, payload["messages"]) if s is not None), None)
+        if source is None:
+            return await nxt()
+        agent = payload["agent"]
+        self._queued.pop(agent.id, None)
+        goal = self.goals.get(agent)
+        current = drivable(goal) and goal is not None and (goal["id"], goal["revision"], goal["roundsStarted"] + 1)
+        if current != (source.get("goalId"), source.get("revision"), source["round"]):
+            return {"kind": "reject"}
+        decision = await nxt()
+        if decision["kind"] == "reject":
+            return decision
+        return {**decision, "startsRequestSeries": True}
+
+    def on_event(self, session: Session, event: Event) -> None:
+        """A turn stopped by the user or cut off by the token limit disarms the goal."""
+        if event["type"] != "turn/end" or event["data"]["reason"].get("kind") not in ("aborted", "max-tokens"):
+            return
+        agent = self._agent(session)
+        if agent is not None:
+            self.goals.disarm(agent)
+
+    def on_error(self, payload: AgentFailed) -> None:
+        """A failed turn disarms the goal: rounds must not loop on an error."""
+        self.goals.disarm(payload["agent"])
+
+    def _agent(self, session: Session) -> Agent | None:
+        agents = self.ctx.get(AGENTS)
+        agent = agents.get(session.id) if agents is not None else None
+        return agent if agent is not None and agent.session is session else None
+
+
+name = "goal-round-driver"
+inject = (GOALS,)
+
+
+def apply(ctx: Context, config: None) -> None:
+    """Listen for idle agents, round prompts at their first step, turn ends and failures."""
+    driver = GoalRoundDriver(ctx, ctx.require(GOALS))
+    ctx.on(AGENT_STATUS, driver.on_status)
+    ctx.on(AGENT_ERROR, driver.on_error)
+    ctx.on(SESSION_EVENT, driver.on_event)
+    ctx.on(PRE_STEP, driver.on_pre_step, name="goal-round-driver", after=("model-selection",))
