@@ -26,6 +26,8 @@ LAYERS = (
     "messaging",
     "teams",
     "traces",
+    "goals",
+    "plan",
     "host",
     "batch",
     "apps",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydsh.agent.hooks import AGENT_ERROR, AGENT_STATUS, PRE_STEP, AgentFailed, AgentStatus, PreStep, PreStepDecision
 from pydsh.agent.keys import AGENTS
 from pydsh.contract.agent import user_message
+from pydsh.goals.hooks import GOAL_CHANGED, GoalChanged
 from pydsh.goals.keys import GOALS
 from pydsh.goals.service import GoalService
 from pydsh.goals.state import goal_round_source
@@ -66,6 +67,10 @@ class GoalRoundDriver:
         """At idle, once every listener has seen it, queue the next round."""
         if payload["status"] == "idle":
             asyncio.get_running_loop().call_soon(self.drive, payload["agent"])
+
+    def on_change(self, payload: GoalChanged) -> None:
+        """A goal created or resumed while the agent is idle starts its round without waiting for a turn."""
+        asyncio.get_running_loop().call_soon(self.drive, payload["agent"])
 
     def drive(self, agent: Agent) -> None:
         """Queue the next round of an idle agent's goal or, with the budget spent, block the goal."""
@@ -130,5 +135,6 @@ def apply(ctx: Context, config: None) -> None:
     driver = GoalRoundDriver(ctx, ctx.require(GOALS))
     ctx.on(AGENT_STATUS, driver.on_status)
     ctx.on(AGENT_ERROR, driver.on_error)
+    ctx.on(GOAL_CHANGED, driver.on_change)
     ctx.on(SESSION_EVENT, driver.on_event)
     ctx.on(PRE_STEP, driver.on_pre_step, name="goal-round-driver", after=("model-selection",))

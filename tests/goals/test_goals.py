@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from pydsh.goals import service as goal_service
+from pydsh.goals.command import INVALID, USAGE, missing, run_goal_command
 from pydsh.goals.driver import round_prompt
+from pydsh.goals.keys import GOALS
 from pydsh.host.agent import Agent as HostedAgent
 from pydsh.testing.hosts import scripted_host
 
@@ -152,3 +154,41 @@ async def test_a_resumed_goal_waits_for_a_human_to_resume_it(tmp_path: Path) -> 
         "message": "Goal reached its configured limit of 1 rounds.",
     }
     assert results(resumed)[-1] == json.dumps(value, separators=(",", ":"))
+
+
+async def test_the_goal_command_creates_shows_and_clears(tmp_path: Path) -> None:
+    script = [{"text": "hello"}, update(1, "complete"), {"text": "all done"}]
+    async with scripted_host(script, cwd=tmp_path) as host:
+        agent = await host.create_agent()
+        goals = host.ctx.require(GOALS)
+        assert run_goal_command(goals, agent.live, "") == {
+            "kind": "success",
+            "text": f"No goal is currently set.\n{USAGE}",
+        }
+        await agent.run("hi")
+        created = run_goal_command(goals, agent.live, "make tests pass")
+        assert created["text"].splitlines() == [
+            "Goal created",
+            "Status: active",
+            "Objective: make tests pass",
+            "Rounds: 0/256",
+            "Activation: armed",
+            "Commands: /goal edit <objective>, /goal pause, /goal clear",
+        ]
+        await settled(agent, "complete")
+        host.assert_consumed()  # type: ignore[attr-defined]
+        assert run_goal_command(goals, agent.live, "pause") == {"kind": "error", "text": INVALID}
+        assert run_goal_command(goals, agent.live, "edit") == {
+            "kind": "error",
+            "text": f"Goal editing requires a replacement objective.\n{USAGE}",
+        }
+        assert run_goal_command(goals, agent.live, "clear") == {"kind": "success", "text": "Goal cleared."}
+        assert run_goal_command(goals, agent.live, "resume") == missing("resume")
+    cleared = changes(agent)[-1]
+    assert cleared == {
+        "kind": "goal/change",
+        "version": 1,
+        "operation": "clear",
+        "cleared": {"id": GOAL_ID, "revision": 3},
+        "clearedAt": cleared["clearedAt"],
+    }
