@@ -145,6 +145,8 @@ PRE_STEP: Waterfall[PreStep, PreStepDecision] = Waterfall(
     order=(
         "model-selection",
         "command-compact",
+        "goal-round-driver",
+        "plan-mode",
         "time-context",
         "session-checkpoint-policy",
         "instructions",

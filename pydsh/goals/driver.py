@@ -137,4 +137,4 @@ def apply(ctx: Context, config: None) -> None:
     ctx.on(AGENT_ERROR, driver.on_error)
     ctx.on(GOAL_CHANGED, driver.on_change)
     ctx.on(SESSION_EVENT, driver.on_event)
-    ctx.on(PRE_STEP, driver.on_pre_step, name="goal-round-driver", after=("model-selection",))
+    ctx.on(PRE_STEP, driver.on_pre_step, name="goal-round-driver")

@@ -13,12 +13,11 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pydsh.contract.tools import ToolError
 from pydsh.goals.hooks import GOAL_CHANGED, GoalChanged
 from pydsh.goals.keys import GOALS
 from pydsh.goals.state import CHANGE, GOAL_FOLD, GoalState, GoalUnit
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 from pydsh.session.keys import SESSION_PROJECTIONS
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from pydsh.agent.keys import SYSTEM_PROMPT
 from pydsh.agent.prompt import SECTION_ORDER
 from pydsh.contract.agent import user_message
@@ -21,6 +19,7 @@ from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec, Too
 from pydsh.goals.keys import GOALS
 from pydsh.goals.service import GoalService
 from pydsh.goals.state import goal_round_source
+from pydsh.kernel.config import BaseModel, ConfigDict, Field
 from pydsh.kernel.context import Context
 
 if TYPE_CHECKING:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
-
 from pydsh.agent.hooks import PRE_STEP, PreStep, PreStepDecision
 from pydsh.agent.keys import SYSTEM_PROMPT
 from pydsh.agent.prompt import SECTION_ORDER
 from pydsh.contract.agent import user_message
 from pydsh.contract.tools import TOOLS, ToolDefinition, ToolError, ToolExec, ToolOutcome, text
+from pydsh.kernel.config import BaseModel, ConfigDict, field_validator
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import Next
 from pydsh.kernel.keys import ServiceKey

@@ -15,6 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 PRE_STEP_ORDER = [
     "model-selection",
     "command-compact",
+    "goal-round-driver",
+    "plan-mode",
     "time-context",
     "session-checkpoint-policy",
     "instructions",
@@ -46,6 +48,8 @@ def test_dump_events_prints_each_waterfall_in_dispatch_order(tmp_path: Path) -> 
     names = [listener["name"] for listener in pre_step["listeners"]]
     assert names == [
         "command-compact",
+        "goal-round-driver",
+        "plan-mode",
         "session-checkpoint-policy",
         "instructions",
         "inner",
@@ -53,7 +57,7 @@ def test_dump_events_prints_each_waterfall_in_dispatch_order(tmp_path: Path) -> 
         "skills-catalog",
         "compaction",
     ]
-    inner = pre_step["listeners"][3]
+    inner = pre_step["listeners"][5]
     assert inner == {"name": "inner", "before": ["skills-invocation"], "after": ["instructions"]}
     assert [listener["name"] for listener in table["agent/request-error"]["listeners"]] == ["llm-retry", "compaction"]
     assert table["session/event"]["mode"] == "emit"
