@@ -25,6 +25,7 @@ MODULES = [
     "approval.js",
     "question.js",
     "todos.js",
+    "goal.js",
     "agents.js",
     "team.js",
     "messages.js",

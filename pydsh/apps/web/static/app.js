@@ -14,6 +14,7 @@ import { SettingsDialog, applyFontSize, applyTheme } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { SessionStore, app } from "./store.js";
 import { TodosBar } from "./todos.js";
+import { GoalChip } from "./goal.js";
 import { TrajectoryView } from "./trajectory.js";
 import { UsageFooter } from "./usage.js";
 
@@ -131,6 +132,7 @@ class Page {
     this.approval = new ApprovalCard($("approval-slot"), { sessionId, notify });
     this.question = new QuestionCard($("question-slot"), { sessionId, notify });
     this.todos = new TodosBar($("todos-slot"));
+    this.goal = new GoalChip($("goal-slot"));
     this.usage = new UsageFooter($("usage"));
     this.agents = new AgentsChip($("agents-slot"), { openSession: (id, path) => this.openSession(id, path) });
     this.menu();
@@ -411,6 +413,7 @@ class Page {
     this.approval.render([]);
     this.question.render([]);
     this.todos.render(null);
+    this.goal.render(null);
     this.usage.render(null);
     this.agents.update(null);
     this.inspector.hide();
@@ -530,6 +533,7 @@ class Page {
     this.composer.setQueued(store.pending.queued);
     this.composer.setRunning(store.status === "running");
     this.todos.render(store.projections.todos);
+    this.goal.render(store.projections.goal);
     this.usage.render(store);
   }
 
@@ -560,6 +564,7 @@ class Page {
         projection: (d) => {
           store.setProjection(d.key, d.value);
           if (d.key === "todos") this.todos.render(d.value);
+          else if (d.key === "goal") this.goal.render(d.value);
           else if (d.key === "title") this.headerFromSummary();
           else if (d.key === "permissionPreset" || d.key === "modelSelection") this.composer.bind(store);
           this.usageSoon(store);
@@ -582,6 +587,7 @@ class Page {
         store.projections = { ...store.projections, ...detail.projections };
         this.usage.render(store);
         this.todos.render(store.projections.todos);
+        this.goal.render(store.projections.goal);
       })
       .catch(() => {});
   }
