@@ -1,11 +1,14 @@
 """``goal-round-driver``: while a session's goal is active and armed, each idle agent gets its next round.
 
-When the agent goes idle, the driver queues the round prompt as the next turn's input with the source
+When the agent goes idle, the driver first waits for the subagents still running below it (their results
+come back as turns of their own), then queues the round prompt as the next turn's input with the source
 ``{kind: goal, goalId, revision, round}`` (logged as that turn's ``user/message``, which is what
 counts the round); once ``maxGoalRounds`` rounds have started it marks the goal blocked with
 ``round-limit`` instead. A round whose goal changed while it waited is refused at its first step. A
-turn the user stops (``aborted``), one cut off by ``max-tokens`` or one that fails disarms the goal.
-The prompt text is DeepSeek Harness's, so a session continues alike in either runtime.
+pause from outside the agent's own turn (a human's ``/goal pause``) stops the running turn, its queued
+input kept. A turn the user stops (``aborted``), one cut off by ``max-tokens`` or one that fails disarms
+the goal. The prompt text and these rules are DeepSeek Harness's, so a session continues alike in either
+runtime.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pydsh.goals.state import goal_round_source
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import Next
 from pydsh.session.hooks import SESSION_EVENT
+from pydsh.subagents.keys import SUBAGENTS
 
 if TYPE_CHECKING:
     from pydsh.contract.agent import Agent
@@ -62,20 +66,56 @@ class GoalRoundDriver:
         self.ctx = ctx
         self.goals = goals
         self._queued: dict[str, tuple[str, int, int]] = {}
+        self._driving: dict[str, asyncio.Task[None]] = {}
+        """One drive at a time per agent (one may wait for the agent's subagents)."""
 
     def on_status(self, payload: AgentStatus) -> None:
         """At idle, once every listener has seen it, queue the next round."""
         if payload["status"] == "idle":
-            asyncio.get_running_loop().call_soon(self.drive, payload["agent"])
+            asyncio.get_running_loop().call_soon(self.request, payload["agent"])
 
     def on_change(self, payload: GoalChanged) -> None:
-        """A goal created or resumed while the agent is idle starts its round without waiting for a turn."""
-        asyncio.get_running_loop().call_soon(self.drive, payload["agent"])
+        """A human's pause stops the running turn; a goal created or resumed while the agent is idle starts its
+        round without waiting for a turn."""
+        agent = payload["agent"]
+        if payload["operation"] == "pause" and agent.status == "running" and not self._own_turn(agent):
+            agent.cancel({"kind": "user"}, keep_inbox=True)
+        asyncio.get_running_loop().call_soon(self.request, agent)
 
-    def drive(self, agent: Agent) -> None:
-        """Queue the next round of an idle agent's goal or, with the budget spent, block the goal."""
-        if agent.status != "idle":
+    def _own_turn(self, agent: Agent) -> bool:
+        """Whether the agent itself is doing this (its model's update_goal), which must not stop its turn."""
+        agents = self.ctx.get(AGENTS)
+        return agents is not None and agents.current_initiator() is agent
+
+    def request(self, agent: Agent) -> None:
+        """Start a drive of ``agent`` unless one is under way (it re-reads everything when it goes on)."""
+        if agent.id not in self._driving:
+            self._driving[agent.id] = asyncio.get_running_loop().create_task(self._drive_once(agent))
+
+    async def _drive_once(self, agent: Agent) -> None:
+        try:
+            await self.drive(agent)
+        except Exception:
+            log.warning("goal-round-driver: driving %s failed", agent.id, exc_info=True)
+            self.goals.disarm(agent)
+        finally:
+            self._driving.pop(agent.id, None)
+
+    def stop(self) -> None:
+        """Cancel the drives under way (the plugin unloads)."""
+        for task in self._driving.values():
+            task.cancel()
+
+    async def drive(self, agent: Agent) -> None:
+        """Queue the next round of an idle agent's goal or, with the budget spent, block the goal; first wait
+        for the agent's running subagents, whose results it reads before the round."""
+        if agent.status != "idle" or not drivable(self.goals.get(agent)):
             return
+        subagents = self.ctx.get(SUBAGENTS)
+        if subagents is not None and subagents.descendants(agent.id):
+            await subagents.wait_for_children(agent)
+            if agent.status != "idle":
+                return
         goal = self.goals.get(agent)
         if not drivable(goal):
             return
@@ -138,3 +178,4 @@ def apply(ctx: Context, config: None) -> None:
     ctx.on(GOAL_CHANGED, driver.on_change)
     ctx.on(SESSION_EVENT, driver.on_event)
     ctx.on(PRE_STEP, driver.on_pre_step, name="goal-round-driver")
+    ctx.effect(lambda: driver.stop)

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.keys import AGENTS
 from pydsh.goals import service as goal_service
 from pydsh.goals.command import INVALID, USAGE, missing, run_goal_command
 from pydsh.goals.driver import round_prompt
 from pydsh.goals.keys import GOALS
 from pydsh.host.agent import Agent as HostedAgent
+from pydsh.subagents.keys import SUBAGENTS
 from pydsh.testing.hosts import scripted_host
 
 GOAL_ID = "goal-00000000-0000-4000-8000-000000000001"
@@ -192,3 +194,67 @@ async def test_the_goal_command_creates_shows_and_clears(tmp_path: Path) -> None
         "cleared": {"id": GOAL_ID, "revision": 3},
         "clearedAt": cleared["clearedAt"],
     }
+
+
+async def until(predicate: Any) -> None:
+    """Wait until ``predicate()`` holds (the log and the agents advance on the same loop)."""
+
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), 30)
+
+
+def turn_ends(agent: HostedAgent) -> list[str]:
+    return [e["data"]["reason"]["kind"] for e in agent.events if e["type"] == "turn/end"]
+
+
+def prompt_kinds(agent: HostedAgent) -> list[str]:
+    """The source kinds of the prompts that started or joined turns, runtime context left out."""
+    kinds = [e["data"]["source"]["kind"] for e in agent.events if e["type"] == "user/message"]
+    return [k for k in kinds if k != "runtime-context"]
+
+
+async def test_a_human_pause_stops_the_running_round_and_no_round_follows(tmp_path: Path) -> None:
+    ready = tmp_path / "round-hangs"
+    script = [call("create_goal", objective="make tests pass", max_goal_rounds=3), {"text": "t1"}]
+    script.append({"hang": {"readyFile": str(ready)}})
+    async with scripted_host(script, cwd=tmp_path) as host:
+        agent = await host.create_agent()
+        run = asyncio.create_task(agent.run("start"))  # the run lasts as long as the rounds
+        await until(ready.exists)
+        paused = run_goal_command(host.ctx.require(GOALS), agent.live, "pause")
+        assert paused["kind"] == "success"
+        await asyncio.wait_for(run, 30)
+        host.assert_consumed()  # type: ignore[attr-defined]
+    assert [c["goal"]["phase"] for c in changes(agent)] == ["active", "paused"]
+    assert turn_ends(agent) == ["completed", "aborted"]
+
+
+async def test_the_model_s_own_pause_does_not_stop_its_turn(tmp_path: Path) -> None:
+    script = [call("create_goal", objective="make tests pass"), update(1, "pause"), {"text": "paused it"}]
+    async with scripted_host(script, cwd=tmp_path) as host:
+        agent = await host.create_agent()
+        await agent.run("start, then pause the goal")
+        host.assert_consumed()  # type: ignore[attr-defined]
+    assert results(agent)[1] == snapshot(2, "paused", 0, 256, "disarmed")
+    assert turn_ends(agent) == ["completed"]
+
+
+async def test_a_round_waits_for_the_subagents_still_running(tmp_path: Path) -> None:
+    ready = tmp_path / "child-hangs"
+    delegate = {"name": "subagent", "arguments": {"description": "count", "prompt": "Count slowly"}}
+    create = {"name": "create_goal", "arguments": {"objective": "make tests pass", "max_goal_rounds": 3}}
+    lead = [{"tool_calls": [create, delegate]}, {"text": "t1"}, {"text": "read the child"}, update(1, "complete")]
+    child = [{"hang": {"readyFile": str(ready)}}]
+    async with scripted_host([[*lead, {"text": "done"}], child], cwd=tmp_path) as host:
+        agent = await host.create_agent()
+        run = asyncio.create_task(agent.run("start"))  # the run lasts as long as the child and the rounds
+        await until(lambda: ready.exists() and turn_ends(agent) == ["completed"] and agent.live.status == "idle")
+        [activation] = host.ctx.require(SUBAGENTS).descendants(agent.session_id)
+        host.ctx.require(AGENTS).get(activation.child_id).cancel({"kind": "user"})
+        await asyncio.wait_for(run, 30)
+        await settled(agent, "complete")
+        host.assert_consumed()  # type: ignore[attr-defined]
+    assert prompt_kinds(agent) == ["user", "subagent-settled", "goal", "tool-goal"]  # the child's end, then the round
