@@ -6,9 +6,9 @@ come back as turns of their own), then queues the round prompt as the next turn'
 counts the round); once ``maxGoalRounds`` rounds have started it marks the goal blocked with
 ``round-limit`` instead. A round whose goal changed while it waited is refused at its first step. A
 pause from outside the agent's own turn (a human's ``/goal pause``) stops the running turn, its queued
-input kept. A turn the user stops (``aborted``), one cut off by ``max-tokens`` or one that fails disarms
-the goal. The prompt text and these rules are DeepSeek Harness's, so a session continues alike in either
-runtime.
+input kept. A round the user stops pauses its goal (logged) once the agent is idle; any other turn the
+user stops (``aborted``), one cut off by ``max-tokens`` or one that fails disarms the goal. The prompt
+text and these rules are DeepSeek Harness's, so a session continues alike in either runtime.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydsh.agent.keys import AGENTS
 from pydsh.contract.agent import user_message
 from pydsh.goals.hooks import GOAL_CHANGED, GoalChanged
 from pydsh.goals.keys import GOALS
-from pydsh.goals.service import GoalService
+from pydsh.goals.service import GoalError, GoalService
 from pydsh.goals.state import goal_round_source
 from pydsh.kernel.context import Context
 from pydsh.kernel.events import Next
@@ -68,11 +68,31 @@ class GoalRoundDriver:
         self._queued: dict[str, tuple[str, int, int]] = {}
         self._driving: dict[str, asyncio.Task[None]] = {}
         """One drive at a time per agent (one may wait for the agent's subagents)."""
+        self._rounds: dict[str, tuple[str, int]] = {}
+        """The goal ``(id, revision)`` whose round the agent's open turn runs."""
+        self._stopped: dict[str, tuple[str, int]] = {}
+        """A round the user stopped: its goal is paused when the agent is idle."""
 
     def on_status(self, payload: AgentStatus) -> None:
-        """At idle, once every listener has seen it, queue the next round."""
+        """At idle, pause the goal of a round the user stopped; once every listener has seen it, queue the next
+        round."""
         if payload["status"] == "idle":
-            asyncio.get_running_loop().call_soon(self.request, payload["agent"])
+            agent = payload["agent"]
+            stopped = self._stopped.pop(agent.id, None)
+            if stopped is not None:
+                self._pause_stopped(agent, stopped)
+            asyncio.get_running_loop().call_soon(self.request, agent)
+
+    def _pause_stopped(self, agent: Agent, stopped: tuple[str, int]) -> None:
+        """Pause the goal whose round the user stopped, unless it moved on meanwhile."""
+        goal = self.goals.get(agent)
+        if not drivable(goal) or goal is None or (goal["id"], goal["revision"]) != stopped:
+            return
+        try:
+            self.goals.pause(agent, {"id": goal["id"], "revision": goal["revision"]})
+        except GoalError:
+            log.warning("goal-round-driver: could not pause the stopped round's goal of %s", agent.id, exc_info=True)
+            self.goals.disarm(agent)
 
     def on_change(self, payload: GoalChanged) -> None:
         """A human's pause stops the running turn; a goal created or resumed while the agent is idle starts its
@@ -146,14 +166,20 @@ class GoalRoundDriver:
         decision = await nxt()
         if decision["kind"] == "reject":
             return decision
+        self._rounds[agent.id] = (source["goalId"], source["revision"])
         return {**decision, "startsRequestSeries": True}
 
     def on_event(self, session: Session, event: Event) -> None:
-        """A turn stopped by the user or cut off by the token limit disarms the goal."""
-        if event["type"] != "turn/end" or event["data"]["reason"].get("kind") not in ("aborted", "max-tokens"):
+        """A round the user stopped pauses its goal at idle; any other stopped turn, or one cut off by the token
+        limit, disarms the goal."""
+        agent = self._agent(session) if event["type"] == "turn/end" else None
+        if agent is None:
             return
-        agent = self._agent(session)
-        if agent is not None:
+        round = self._rounds.pop(agent.id, None)
+        kind = event["data"]["reason"].get("kind")
+        if kind == "aborted" and round is not None:
+            self._stopped[agent.id] = round
+        elif kind in ("aborted", "max-tokens"):
             self.goals.disarm(agent)
 
     def on_error(self, payload: AgentFailed) -> None:

@@ -258,3 +258,37 @@ async def test_a_round_waits_for_the_subagents_still_running(tmp_path: Path) -> 
         await settled(agent, "complete")
         host.assert_consumed()  # type: ignore[attr-defined]
     assert prompt_kinds(agent) == ["user", "subagent-settled", "goal", "tool-goal"]  # the child's end, then the round
+
+
+async def test_a_round_the_user_stops_pauses_its_goal(tmp_path: Path) -> None:
+    ready = tmp_path / "round-hangs"
+    script = [call("create_goal", objective="make tests pass", max_goal_rounds=3), {"text": "t1"}]
+    script += [{"hang": {"readyFile": str(ready)}}, {"text": "hello again"}]
+    async with scripted_host(script, cwd=tmp_path) as host:
+        agent = await host.create_agent()
+        run = asyncio.create_task(agent.run("start"))
+        await until(ready.exists)
+        agent.live.cancel({"kind": "user"})  # the user's stop
+        await asyncio.wait_for(run, 30)
+        await until(lambda: len(changes(agent)) == 2)
+        await agent.run("a plain turn")  # no round follows it: the goal waits for a human's resume
+        host.assert_consumed()  # type: ignore[attr-defined]
+    paused = changes(agent)[-1]
+    assert paused["operation"] == "pause" and paused["roundsStarted"] == 1
+    assert paused["goal"] == {**changes(agent)[0]["goal"], "revision": 2, "phase": "paused"}
+    assert turn_ends(agent) == ["completed", "aborted", "completed"]
+
+
+async def test_a_plain_turn_the_user_stops_only_disarms_the_goal(tmp_path: Path) -> None:
+    ready = tmp_path / "turn-hangs"
+    script = [call("create_goal", objective="make tests pass"), {"hang": {"readyFile": str(ready)}}]
+    async with scripted_host(script, cwd=tmp_path) as host:
+        agent = await host.create_agent()
+        run = asyncio.create_task(agent.run("start"))
+        await until(ready.exists)
+        agent.live.cancel({"kind": "user"})
+        await asyncio.wait_for(run, 30)
+        host.assert_consumed()  # type: ignore[attr-defined]
+        goal = host.ctx.require(GOALS).get(agent.live)
+    assert [c["operation"] for c in changes(agent)] == ["create"]
+    assert goal is not None and goal["phase"] == "active" and goal["activation"] == "disarmed"
