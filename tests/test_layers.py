@@ -29,6 +29,8 @@ LAYERS = (
     "teams",
     "schedules",
     "traces",
+    "goals",
+    "plan",
     "host",
     "batch",
     "apps",

@@ -147,6 +147,8 @@ PRE_STEP: Waterfall[PreStep, PreStepDecision] = Waterfall(
         "command-compact",
         "command-schedule",
         "mcp-prompt-commands",
+        "goal-round-driver",
+        "plan-mode",
         "time-context",
         "session-checkpoint-policy",
         "instructions",

@@ -84,7 +84,7 @@ def test_heuristic_prices() -> None:
 
 
 async def test_measure_anchors_to_reported_usage_and_adds_the_surface_delta(tmp_path: Path) -> None:
-    usage = {"inputTokens": 4000, "outputTokens": 10, "cacheReadTokens": 500, "cacheWriteTokens": 0}
+    usage = {"inputTokens": 8000, "outputTokens": 10, "cacheReadTokens": 500, "cacheWriteTokens": 0}
     host = await start_host([{"text": "fine", "usage": usage}])
     try:
         handle = await host.create(tmp_path)
@@ -94,9 +94,9 @@ async def test_measure_anchors_to_reported_usage_and_adds_the_surface_delta(tmp_
         assert (empty.baseline.kind, empty.total_tokens) == ("none", 0)
         await host.run(agent, "hello")
         m = meter.measure(agent.session)
-        assert m.baseline.kind == "usage" and m.baseline.tokens == 4510
+        assert m.baseline.kind == "usage" and m.baseline.tokens == 8510
         assert m.surface_delta_tokens == 0
-        assert m.total_tokens == 4510
+        assert m.total_tokens == 8510
         assert [n.seq for n in m.nodes] == agent.session.surface.nodes
         assert m.surface_tokens == sum(n.tokens for n in m.nodes)
         late = {
@@ -108,7 +108,7 @@ async def test_measure_anchors_to_reported_usage_and_adds_the_surface_delta(tmp_
         agent.session.append("user/message", late, surface_op="append")
         after = meter.measure(agent.session)
         assert after.surface_delta_tokens == 10 + 4 + 4
-        assert after.total_tokens == 4510 + 18
+        assert after.total_tokens == 8510 + 18
         other = {"config": {"provider": "p", "model": "m"}, "tools": []}
         moved = meter.measure(agent.session, request_header=other)
         assert moved.baseline.kind == "estimated" and moved.surface_delta_tokens == 0

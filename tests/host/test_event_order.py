@@ -17,6 +17,8 @@ PRE_STEP_ORDER = [
     "command-compact",
     "command-schedule",
     "mcp-prompt-commands",
+    "goal-round-driver",
+    "plan-mode",
     "time-context",
     "session-checkpoint-policy",
     "instructions",
@@ -49,6 +51,8 @@ def test_dump_events_prints_each_waterfall_in_dispatch_order(tmp_path: Path) -> 
     assert names == [
         "command-compact",
         "mcp-prompt-commands",
+        "goal-round-driver",
+        "plan-mode",
         "session-checkpoint-policy",
         "instructions",
         "inner",
@@ -56,7 +60,7 @@ def test_dump_events_prints_each_waterfall_in_dispatch_order(tmp_path: Path) -> 
         "skills-catalog",
         "compaction",
     ]
-    inner = pre_step["listeners"][4]
+    inner = pre_step["listeners"][6]
     assert inner == {"name": "inner", "before": ["skills-invocation"], "after": ["instructions"]}
     assert [listener["name"] for listener in table["agent/request-error"]["listeners"]] == ["llm-retry", "compaction"]
     assert table["session/event"]["mode"] == "emit"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,10 @@ def validated(name: str, config: object) -> tuple[Any, list[str]]:
         ("@deepseek-ai/dsh-sdk-jsonrpc-server", "sdk-server"),
         ("@deepseek-ai/dsh-tool-bash", "tool-bash"),
         ("@deepseek-ai/dsh-tool-fs-search", "tool-fs-search"),
+        ("@deepseek-ai/dsh-goal", "goals"),
+        ("@deepseek-ai/dsh-goal-round-driver", "goal-round-driver"),
+        ("@deepseek-ai/dsh-tool-goal", "tool-goal"),
+        ("@deepseek-ai/dsh-plan-mode", "plan-mode"),
     ],
 )
 def test_reference_names_resolve_to_the_pydsh_plugin_of_the_same_role(reference: str, ours: str) -> None:
@@ -45,6 +50,31 @@ def test_every_alias_names_an_installed_plugin_and_the_readme_lists_it() -> None
         assert f"`{reference}` | `{ours}`" in section
     for reference in BUILT_IN:
         assert f"`{reference}`" in section
+
+
+def _row_names(rows: list[Any]) -> list[str]:
+    """The plugin names of ``rows``, with the rows inside groups and presets."""
+    names: list[str] = []
+    for row in rows:
+        if "insert" in row:
+            names += _row_names(row["insert"])
+            continue
+        if "name" not in row:  # a patch of a row's config or switch keeps its plugin
+            continue
+        names.append(row["name"])
+        if row["name"] == "pydsh:group":
+            names += _row_names(row["config"])
+        elif row["name"] == "agent-preset":
+            names += _row_names(row["config"]["plugins"])
+    return names
+
+
+def test_every_shipped_row_names_a_plugin_pyproject_declares() -> None:
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["entry-points"]
+    names = set(declared["pydsh.plugins"]) | {"pydsh:group"}
+    for bundle in sorted((REPO / "pydsh" / "profiles").glob("*.yml")):
+        for name in _row_names(load_yaml(bundle.read_text(encoding="utf-8"), bundle.name)):
+            assert name in names, f"{bundle.name}: row names {name!r}, not an entry point of pyproject.toml"
 
 
 def test_a_patch_may_name_the_row_s_plugin_by_its_reference_name() -> None:
@@ -65,20 +95,20 @@ async def test_a_reference_row_pydsh_lacks_is_skipped_with_one_warning_and_the_r
     LOG.clear()
     kernel = Kernel()
     rows = [
-        Row(id="goal", name="@deepseek-ai/dsh-goal"),
+        Row(id="ui-goal", name="@deepseek-ai/dsh-client-ui-goal"),
         Row(id="spawn", name="@deepseek-ai/dsh-subagent-spawn-in-process"),
         Row(id="off", name="@deepseek-ai/dsh-plan-mode", disabled=True),
         Row(id="echo", name="tests.kernel.sample_plugins:provider"),
     ]
     with caplog.at_level(logging.WARNING, logger="pydsh.kernel"):
         await kernel.load(rows)
-        await kernel.load([Row(id="goal", name="@deepseek-ai/dsh-goal")])
+        await kernel.load([Row(id="ui-goal", name="@deepseek-ai/dsh-client-ui-goal")])
     assert kernel.loader.failures == []
     assert [child.state for child in kernel.fiber.children] == [ACTIVE]
     assert LOG == ["provider:hi"]
     warnings = [r.getMessage() for r in caplog.records]
     assert warnings == [
-        'row "goal" (@deepseek-ai/dsh-goal) skipped: pydsh has no such plugin',
+        'row "ui-goal" (@deepseek-ai/dsh-client-ui-goal) skipped: pydsh has no such plugin',
         'row "spawn" (@deepseek-ai/dsh-subagent-spawn-in-process) skipped: pydsh has no such plugin '
         "(the subagent row provides the spawn provider)",
     ]

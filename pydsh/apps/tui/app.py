@@ -592,6 +592,17 @@ class PydshTui(App[int]):
         self.notify(f"Permission mode: {mode}")
         self.refresh_chrome()
 
+    async def cmd_goal(self, arg: str) -> None:
+        self._answer(self.controller.goal(arg))
+
+    async def cmd_plan(self, arg: str) -> None:
+        self._answer(self.controller.plan(arg))
+        self.refresh_chrome()
+
+    def _answer(self, answer: dict[str, str]) -> None:
+        """Show a command's answer: an error as one, anything else as information."""
+        self.notify(answer["text"], severity="error" if answer["kind"] == "error" else "information")
+
     async def cmd_agents(self, arg: str) -> None:
         self.push_screen(AgentTreeScreen(await self.controller.tree()), self._agent_chosen)
 

@@ -11,6 +11,8 @@ COMMANDS: dict[str, str] = {
     "/new": "start a new session in this workspace",
     "/resume": "pick a stored session to continue",
     "/compact": "compact the history into a checkpoint",
+    "/goal": "the session goal: /goal OBJECTIVE | edit OBJECTIVE | pause | resume | clear (no argument: show)",
+    "/plan": "plan mode: /plan [MESSAGE] to enter, /plan off to leave",
     "/model": "switch the model: /model PROVIDER/MODEL (no argument: pick)",
     "/effort": "set the reasoning effort: /effort LEVEL",
     "/mode": "switch the permission mode: /mode read-only|workspace-write|danger-full-access",
@@ -18,7 +20,7 @@ COMMANDS: dict[str, str] = {
     "/copy": "copy the last answer to the clipboard",
     "/quit": "stop a running turn and leave",
 }
-"""Every command and its one-line help (``/goal`` and ``/plan`` come when the features exist)."""
+"""Every command and its one-line help."""
 MAX_FILES = 20_000
 SKIPPED_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache", ".ruff_cache"})
 

@@ -18,6 +18,7 @@ from pydsh.agent.keys import AGENT_DEFAULT_MODEL, AGENTS
 from pydsh.host import AgentSpec, HostError
 from pydsh.host.asks import call_arguments
 from pydsh.host.host import resume_refusal
+from pydsh.host.commands import goal_command, plan_command
 from pydsh.host.routes import RouteChoice, RouteSelections
 from pydsh.llm.keys import LLM
 from pydsh.policy.keys import APPROVAL, PERMISSIONS, USER_QUESTIONS
@@ -195,6 +196,14 @@ class Controller:
         if self.agent is None:
             raise HostError("no session is open", "not_open")
         return self.agent
+
+    def goal(self, raw: str) -> dict[str, str]:
+        """``/goal``: the goal command's answer on the open session."""
+        return goal_command(self.live, raw)
+
+    def plan(self, raw: str) -> dict[str, str]:
+        """``/plan``: switch plan mode on the open session."""
+        return plan_command(self.live, raw)
 
     async def open(self, resume: str | None, provider: str | None = None, model: str | None = None) -> Agent:
         """Resume ``resume``, else create a new session in the workspace on the given route."""

@@ -34,7 +34,7 @@ TRIM_DELAY_S = 1.0
 """After a turn ends or a long read is dropped, freed memory goes back to the system this much later."""
 INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
 PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
-LIVE_KEYS = {"title", "todos", "sessionStats", "modelSelection", "permissionPreset", "schedules"}
+LIVE_KEYS = {"title", "todos", "goal", "sessionStats", "modelSelection", "permissionPreset", "schedules"}
 SHOWN_CHUNKS = frozenset({"text-delta", "reasoning-delta"})
 """The stream chunks the page draws live; the others (tool-call deltas, block and usage marks) reach it in the
 committed events, so they are neither sent nor kept: a 1,500-call turn sent thousands of frames nobody read."""

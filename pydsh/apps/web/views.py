@@ -351,6 +351,7 @@ class SessionViews:
         return {
             "title": {"title": self.title_of(session), "source": source},
             "todos": fold.todos,
+            "goal": fold.goal.view(),
             "tokenUsage": meter.get("tokenUsage"),
             "contextPressure": meter.get("contextPressure"),
             "contextBreakdown": meter.get("contextBreakdown"),

@@ -410,3 +410,17 @@ async def test_a_folded_tool_card_stays_one_line_however_long_its_subject(tui: O
         lines = [line for line in t.screen().splitlines() if "bash  echo word0" in line]
         assert len(lines) == 1 and lines[0].rstrip().endswith("…"), lines
         assert "word39" not in t.screen()
+
+
+async def test_goal_and_plan_commands_answer_in_a_notification(tui: Opener) -> None:
+    async with tui([{"text": "ready"}]) as t:
+        await t.send("hi")
+        await t.idle()
+        await t.send("/goal")
+        await t.notified("No goal is currently set.\nUsage: /goal [<objective>|clear|edit <objective>|pause|resume]")
+        await t.send("/plan")
+        await t.notified("Plan mode on. Use /plan off to leave.")
+        await t.send("/plan off")
+        await t.notified("Plan mode off.")
+        records = [e["data"] for e in t.controller.live.session.events if e["type"] == "plan/mode"]
+        assert records == [{"active": True}, {"active": False}]

@@ -27,6 +27,7 @@ MODULES = [
     "question.js",
     "todos.js",
     "schedules.js",
+    "goal.js",
     "agents.js",
     "team.js",
     "messages.js",

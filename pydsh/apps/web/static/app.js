@@ -15,6 +15,7 @@ import { Sidebar } from "./sidebar.js";
 import { SessionStore, app } from "./store.js";
 import { TodosBar } from "./todos.js";
 import { SchedulesBar } from "./schedules.js";
+import { GoalChip } from "./goal.js";
 import { TrajectoryView } from "./trajectory.js";
 import { UsageFooter } from "./usage.js";
 
@@ -133,6 +134,7 @@ class Page {
     this.question = new QuestionCard($("question-slot"), { sessionId, notify });
     this.todos = new TodosBar($("todos-slot"));
     this.schedules = new SchedulesBar($("schedules-slot"), { cancel: (id) => this.send(`/schedule delete ${id}`, "queue").catch((err) => notify(err.message)) });
+    this.goal = new GoalChip($("goal-slot"));
     this.usage = new UsageFooter($("usage"));
     this.agents = new AgentsChip($("agents-slot"), { openSession: (id, path) => this.openSession(id, path) });
     this.menu();
@@ -414,6 +416,7 @@ class Page {
     this.question.render([]);
     this.todos.render(null);
     this.schedules.render(null);
+    this.goal.render(null);
     this.usage.render(null);
     this.agents.update(null);
     this.inspector.hide();
@@ -534,6 +537,7 @@ class Page {
     this.composer.setRunning(store.status === "running");
     this.todos.render(store.projections.todos);
     this.schedules.render(store.projections.schedules);
+    this.goal.render(store.projections.goal);
     this.usage.render(store);
   }
 
@@ -565,6 +569,7 @@ class Page {
           store.setProjection(d.key, d.value);
           if (d.key === "todos") this.todos.render(d.value);
           else if (d.key === "schedules") this.schedules.render(d.value);
+          else if (d.key === "goal") this.goal.render(d.value);
           else if (d.key === "title") this.headerFromSummary();
           else if (d.key === "permissionPreset" || d.key === "modelSelection") this.composer.bind(store);
           this.usageSoon(store);
@@ -588,6 +593,7 @@ class Page {
         this.usage.render(store);
         this.todos.render(store.projections.todos);
         this.schedules.render(store.projections.schedules);
+        this.goal.render(store.projections.goal);
       })
       .catch(() => {});
   }

@@ -224,8 +224,9 @@ export class ChatView {
       view.el.append(referenceRow(message));
       return;
     }
-    const label = message.source?.kind || "notice";
-    this.noticeRow(view, `Notice · ${label}`, contentText(message.content));
+    const source = message.source || {};
+    const title = source.kind === "goal" && source.round > 0 ? `Goal · Round ${source.round}` : `Notice · ${source.kind || "notice"}`;
+    this.noticeRow(view, title, contentText(message.content));
   }
 
   /** A one-line expandable notice row in the turn's group. */

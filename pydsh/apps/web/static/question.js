@@ -1,9 +1,11 @@
-// The question card for ask_user_question: numbered options (keys 1–9), Recommended tag, checkboxes for
+// The question card for ask_user_question (and exit_plan_mode's plan review, whose plan comes as the question's
+// Markdown `detail`): numbered options (keys 1–9), Recommended tag, checkboxes for
 // multi-select questions (`multiSelect` in the server's view), free text, pager, Skip / Submit, and × to minimise
 // to a "Question waiting" chip.
 
 import { api } from "./api.js";
 import { announce, h, icon, replace } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
 
 const RECOMMENDED = /\s*\(Recommended\)\s*$/;
 
@@ -101,7 +103,7 @@ export class QuestionCard {
         "section",
         { class: "card question-card", "aria-labelledby": titleId, dataset: { requestId: st.requestId } },
         h("header", { class: "card-head" }, h("div", null, q.header ? h("span", { class: "chip", text: q.header }) : null, h("h2", { id: titleId, class: "card-title question-text", text: q.question || "" })), minimise),
-        h("div", { class: "card-body" }, fieldset, h("div", { class: "custom-answer" }, icon("pencil"), custom)),
+        h("div", { class: "card-body" }, detail(q), fieldset, h("div", { class: "custom-answer" }, icon("pencil"), custom)),
         h("div", { class: "card-actions" }, h("div", { class: "pager" }, prev, h("span", { text: `${st.page + 1} / ${st.questions.length}` }), next), h("span", { class: "grow" }), skip, submit),
       ),
     );
@@ -150,4 +152,11 @@ export class QuestionCard {
     input.click();
     input.focus();
   }
+}
+
+/** A question's Markdown `detail` (a plan under review), scrollable and reachable by keyboard; none without one. */
+function detail(q) {
+  if (!q.detail) return null;
+  const label = q.header ? `${q.header}: details` : "Details";
+  return h("div", { class: "markdown question-detail", role: "region", tabindex: "0", "aria-label": label }, renderMarkdown(q.detail));
 }
