@@ -74,8 +74,8 @@ def create(**args: Any) -> dict[str, Any]:
 
 def test_the_web_profile_mounts_the_service_and_the_standard_preset_the_tools() -> None:
     web = {row.id: row for row in compose(["base", "presets", "web-app"], []).rows}
-    assert web["schedule"].name == "pydsh.schedules.service"
-    assert web["command-schedule"].name == "pydsh.schedules.command"
+    assert web["schedule"].name == "schedule"
+    assert web["command-schedule"].name == "command-schedule"
     sdk = compose(["base", "agent-tools", "sdk-app"], []).rows
     assert not any(row.id in ("schedule", "tool-schedule") for row in sdk)
 

@@ -19,8 +19,6 @@ from tests.sdk.reference import REFERENCE, needs_reference
 pytestmark = needs_reference
 
 STILL_MISSING = {
-    # Being built by the images helper right now (issue 27 item 3).
-    "read_image",
     # Out of scope until a search backend exists (spec 05 §1).
     "web_search",
     # Workflows are not built yet (spec 05 §1 "not now").

@@ -17,8 +17,8 @@ from pydsh.agent.hooks import AGENT_STATUS, ASSISTANT_STREAM, AgentStatus, Assis
 from pydsh.agent.keys import AGENT_DEFAULT_MODEL, AGENTS
 from pydsh.host import AgentSpec, HostError
 from pydsh.host.asks import call_arguments
-from pydsh.host.host import resume_refusal
 from pydsh.host.commands import goal_command, plan_command
+from pydsh.host.host import resume_refusal
 from pydsh.host.routes import RouteChoice, RouteSelections
 from pydsh.llm.keys import LLM
 from pydsh.policy.keys import APPROVAL, PERMISSIONS, USER_QUESTIONS

@@ -3,6 +3,7 @@ rounds' prompts, the same from a live session, a stored log's first (digest) rea
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 
 from pydsh.goals import service as goal_service
 from tests.apps.web.conftest import open_web
-from tests.apps.web.test_api import until
+from tests.apps.web.test_api import read_stream, until
 from tests.apps.web.test_digest import answered
 
 GOAL_ID = "goal-00000000-0000-4000-8000-000000000003"
@@ -48,8 +49,11 @@ async def test_the_goal_projection_is_the_same_live_from_a_digest_and_from_a_ful
     (tmp_path / "reader").mkdir()
     async for web in open_web([], isolated_home, tmp_path / "reader"):
         digest = (await web.client.get(f"/api/sessions/{sid}")).json()
-        assert (await web.client.get(f"/api/sessions/{sid}/agents")).status_code == 200  # reads the log whole
+        watching = asyncio.ensure_future(read_stream(web, sid, lambda frames: False))  # reads the log whole
+        views = web.server.hub.views
+        await until(functools.partial(views.kept))
         full = (await web.client.get(f"/api/sessions/{sid}")).json()
+        watching.cancel()
     assert "deferred" in digest and "deferred" not in full
     assert goal_of(digest) == goal_of(full) == expected
     assert digest["session"]["title"] == full["session"]["title"] == live["session"]["title"]
