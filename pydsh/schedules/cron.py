@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from pydsh.schedules.timing import CRON_HORIZON_YEARS, MAX_MS, ScheduleInputError, wall_instant
+from pydsh.schedules.timing import CRON_HORIZON_YEARS, ScheduleInputError, first_instant, wall_instant
 
 FIELDS = (("minute", 0, 59, 59), ("hour", 0, 23, 23), ("day-of-month", 1, 31, 31), ("month", 1, 12, 12))
 DAY_OF_WEEK = ("day-of-week", 0, 7, 6)
@@ -129,16 +129,7 @@ def parse_cron(expression: object) -> Cron:
 def next_cron(rule: Cron, zone: str, floor: int) -> int | None:
     """The first occurrence strictly after ``floor``, searched up to the horizon."""
     day = datetime.fromtimestamp(floor / 1000, ZoneInfo(zone)).date()
-    for _ in range(366 * CRON_HORIZON_YEARS):
-        if rule.matches(day):
-            for clock in rule.times():
-                target = wall_instant(day, clock, zone)
-                if target is not None and target > MAX_MS:
-                    return None
-                if target is not None and target > floor:
-                    return target
-        day += timedelta(days=1)
-    return None
+    return first_instant(day, zone, floor, lambda d: rule.times() if rule.matches(d) else ())
 
 
 def latest_cron(rule: Cron, zone: str, decision: int, saved: int) -> int:

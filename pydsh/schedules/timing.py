@@ -195,12 +195,18 @@ def next_matching(clock: time, zone: str, now: int, matches: Callable[[date], bo
     day = _local_day(now, zone)
     if after is not None and day <= after:
         day = after + timedelta(days=1)
+    return first_instant(day, zone, now, lambda d: (clock,) if matches(d) else ())
+
+
+def first_instant(day: date, zone: str, floor: int, clocks: Callable[[date], Iterable[time]]) -> int | None:
+    """The first wall-clock instant strictly after ``floor`` among each local date's ``clocks``, from ``day`` on
+    and up to the horizon (``None`` past it or beyond the latest instant a reminder may hold)."""
     for _ in range(366 * CRON_HORIZON_YEARS):
-        if matches(day):
+        for clock in clocks(day):
             target = wall_instant(day, clock, zone)
             if target is not None and target > MAX_MS:
                 return None
-            if target is not None and target > now:
+            if target is not None and target > floor:
                 return target
         day += timedelta(days=1)
     return None
