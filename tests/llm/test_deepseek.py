@@ -588,19 +588,23 @@ async def test_plugin_uses_deepseek_base_url_and_imports_httpx_lazily(monkeypatc
     assert out.stdout.strip() == "False"
 
 
+def ok_stream() -> bytes:
+    """A whole Messages stream answering "ok"."""
+    return data_lines(
+        {"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 0}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "ok"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+        {"type": "message_stop"},
+    ).encode()
+
+
 async def test_a_non_ascii_session_id_is_percent_encoded_in_its_header() -> None:
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        body = data_lines(
-            {"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 0}}},
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "ok"}},
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
-            {"type": "message_stop"},
-        )
-        return httpx.Response(200, content=body.encode(), headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, content=ok_stream(), headers={"content-type": "text/event-stream"})
 
     adapter = DeepSeekAdapter(Config(), base_url="http://mock.invalid", transport=httpx.MockTransport(handler))
     await collect(adapter.stream({"model": MODEL, "messages": [text("user", "q", "u")], "sessionId": "café 1"}))
@@ -671,15 +675,8 @@ async def test_no_cookie_a_provider_sets_is_sent_back() -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        body = data_lines(
-            {"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 0}}},
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "ok"}},
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
-            {"type": "message_stop"},
-        )
         headers = {"content-type": "text/event-stream", "set-cookie": "lb=node-7; Path=/"}
-        return httpx.Response(200, content=body.encode(), headers=headers)
+        return httpx.Response(200, content=ok_stream(), headers=headers)
 
     adapter = DeepSeekAdapter(Config(), base_url="http://mock.invalid", transport=httpx.MockTransport(handler))
     for _ in range(2):
