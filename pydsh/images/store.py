@@ -3,8 +3,8 @@
 An image lives once at ``$DSH_HOME/attachments/v1/objects/<2 hex>/<sha256>`` (read-only); the session
 log holds only its reference ``{attachmentId: "sha256:<hex>", mediaType, bytes, width, height[, name]}``,
 so a request is rebuilt from the log plus this store, and the reference runtime reads the same files.
-Images are stored as submitted: one that would need downscaling (more than 2048x2048 pixels, or more
-than 4 MiB) is refused with advice to shrink it, since pydsh carries no image codec.
+An image over 2048x2048 pixels or 4 MiB is stored as a smaller copy (``scale.py``), as the reference
+stores it; its reference gives the copy's size.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydsh.images.scale import Undecodable, fit
 from pydsh.kernel.errors import PydshError
 
 MEDIA_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
@@ -32,7 +33,7 @@ MAX_IMAGES_PER_MESSAGE = 20
 MAX_IMAGE_DIMENSION = 8192
 MAX_IMAGE_PIXELS = 64_000_000
 STORED_MAX_PIXELS = 2048 * 2048
-"""Beyond this the reference downscales before storing; pydsh refuses instead (no codec)."""
+"""Beyond this an image is stored as a smaller copy (as the reference stores it)."""
 STORED_MAX_BYTES = 4 * 1024 * 1024
 
 
@@ -124,9 +125,20 @@ def admit(data: bytes, declared: str | None = None) -> Probe:
         raise ImageError("Image exceeds the configured dimension limit.", "IMAGE_DIMENSION_TOO_LARGE")
     if found.width * found.height > MAX_IMAGE_PIXELS:
         raise ImageError("Image exceeds the configured pixel limit.", "IMAGE_TOO_MANY_PIXELS")
-    if found.width * found.height > STORED_MAX_PIXELS or len(data) > STORED_MAX_BYTES:
-        raise ImageError("Image needs downscaling, which this store does not do.", "IMAGE_TOO_LARGE")
     return found
+
+
+def stored_form(data: bytes, found: Probe) -> tuple[bytes, Probe]:
+    """The bytes the store keeps for an admitted image: itself, or a smaller copy when it is over budget."""
+    if found.width * found.height <= STORED_MAX_PIXELS and len(data) <= STORED_MAX_BYTES:
+        return data, found
+    try:
+        smaller = fit(data, found.width, found.height, STORED_MAX_PIXELS, STORED_MAX_BYTES)
+    except Undecodable:
+        raise ImageError("Unsupported or malformed image data.", "INVALID_IMAGE") from None
+    if smaller is None:
+        raise ImageError("Image exceeds the configured byte limit.", "IMAGE_TOO_LARGE")
+    return smaller, probe(smaller)
 
 
 class AttachmentStore:
@@ -141,8 +153,8 @@ class AttachmentStore:
         return self.root / "objects" / digest[:2] / digest
 
     def save(self, data: bytes, declared: str | None = None, name: str | None = None) -> dict[str, Any]:
-        """Store ``data`` once (it may already be there) and return its logged reference."""
-        found = admit(data, declared)
+        """Store ``data`` (or its smaller copy) once (it may already be there) and return its logged reference."""
+        data, found = stored_form(data, admit(data, declared))
         digest = hashlib.sha256(data).hexdigest()
         ref: dict[str, Any] = {"attachmentId": f"sha256:{digest}", "mediaType": found.media_type}
         ref.update(bytes=len(data), width=found.width, height=found.height)
