@@ -17,6 +17,7 @@ from typing import Any
 
 from pydsh.images.offload import Budget, fit, marks
 from pydsh.images.store import AttachmentStore
+from pydsh.llm.prefix import PrefixCache, frozen_run
 from pydsh.session.events import FrozenDict, FrozenList
 from pydsh.session.log import Session
 
@@ -123,9 +124,17 @@ def projector(
     An agent's request (built from its session's log) first offloads the oldest images when an image route's
     budget would be exceeded; the omissions its log records apply on every route."""
 
+    plain: PrefixCache[None] = PrefixCache()
+    """By session, the logged messages already found to hold no image: a step looks at what it added."""
+
     async def project(options: dict[str, Any]) -> dict[str, Any]:
         messages = options.get("messages") or []
-        if not any(_has_image(m) for m in messages):
+        key = options.get("sessionId")
+        kept = plain.resume(key, messages) if key else None
+        start = 0 if kept is None else kept[0]
+        if not any(_has_image(m) for m in messages[start:]):
+            if key and (end := frozen_run(messages, start)) > start:
+                plain.store(key, messages[:end], None)
             return options
         capable = await vision(str(options.get("provider")), str(options.get("model")))
         session = session_of(str(options.get("sessionId"))) if options.get("loop_built") else None
