@@ -12,6 +12,8 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from pydsh.kernel.errors import PydshError
+
 if TYPE_CHECKING:
     from PIL.Image import Image
 
@@ -21,7 +23,7 @@ HALVINGS = 4
 """Times the pixel budget is halved when no encoding of a copy fits the byte budget (noise barely compresses)."""
 
 
-class Undecodable(ValueError):
+class Undecodable(PydshError):
     """Pillow cannot decode the bytes."""
 
 
