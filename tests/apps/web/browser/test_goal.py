@@ -36,6 +36,7 @@ def test_the_goal_chip_follows_create_rounds_and_complete_and_survives_reload(we
     send(page, "Keep going until the notes are tidy")
     page.locator(".question-card").wait_for()
     wait_for(lambda: chip_text(page) == "Ongoing goal Tidy the notes round 1 of 5", message="active chip")
+    page.locator(".notice-row summary", has_text="Goal · Round 1").wait_for()  # the chip can come first
     assert page.locator(".notice-row summary", has_text="Goal · Round 1").count() == 1
     chip = page.locator(".goal-chip")
     assert chip.get_attribute("aria-label") == "Ongoing goal: Tidy the notes · round 1 of 5"
