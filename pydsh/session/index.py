@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -75,6 +76,9 @@ PAGE_FOLD_BUDGET = 64
 """How many logs a page may fold to put its rows in exact order (at least twice its size)."""
 DAMAGED_CODES = frozenset({11, 26})
 """``SQLITE_CORRUPT`` and ``SQLITE_NOTADB``: a file to rebuild rather than to go around."""
+SQLITE_BUSY = 5
+BUSY_RETRY_S = 0.05
+"""How long a busy index waits before trying an operation again (within its busy timeout)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -382,16 +386,33 @@ class IndexDb:
         self._lock = threading.Lock()
 
     def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        """``op`` on the connection (blocking); a failing file (SQLite or the OS) is :class:`IndexUnavailable`."""
+        """``op`` on the connection (blocking); a failing file (SQLite or the OS) is :class:`IndexUnavailable`.
+
+        SQLite answers "database is locked" without waiting in a few WAL cases (another process switching
+        the journal mode or recovering the WAL, a read mark it cannot take), so ``op`` is tried again until
+        the busy timeout has passed; its transactions roll back when they fail, so a retry starts clean."""
         import sqlite3
 
+        deadline = time.monotonic() + self.busy_timeout_s
         with self._lock:
-            try:
-                if self._conn is None:
-                    self._conn = self._open()
-                return op(self._conn)
-            except (sqlite3.Error, OSError) as exc:
-                raise IndexUnavailable(f"{self.path or 'the in-memory session index'}: {exc}") from exc
+            while True:
+                try:
+                    if self._conn is None:
+                        self._conn = self._open()
+                    return op(self._conn)
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc) or time.monotonic() >= deadline:
+                        raise IndexUnavailable(f"{self.path or 'the in-memory session index'}: {exc}") from exc
+                    self._settle()
+                    time.sleep(BUSY_RETRY_S)
+                except (sqlite3.Error, OSError) as exc:
+                    raise IndexUnavailable(f"{self.path or 'the in-memory session index'}: {exc}") from exc
+
+    def _settle(self) -> None:
+        """Leave a transaction a busy error interrupted, so the retry can begin its own."""
+        if self._conn is not None and self._conn.in_transaction:
+            with contextlib.suppress(Exception):
+                self._conn.execute("ROLLBACK")
 
     def close(self) -> None:
         """Close the connection (the next call opens it again)."""
@@ -451,6 +472,11 @@ def _prepared(conn: sqlite3.Connection) -> sqlite3.Connection:
                         conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     return conn
+
+
+def _busy(exc: Exception) -> bool:
+    """Whether SQLite failed because another connection holds the file (SQLITE_BUSY or an extended form)."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == SQLITE_BUSY
 
 
 def _version(conn: sqlite3.Connection) -> int:

@@ -364,6 +364,36 @@ async def test_a_locked_index_file_is_gone_around_with_one_warning(
     ]
 
 
+def test_a_busy_answer_sqlite_gives_without_waiting_is_tried_again(tmp_path: Path) -> None:
+    """SQLite answers "database is locked" at once in some WAL cases; the index tries again within its busy
+    timeout (rolling back what the failed try began) instead of leaving the file."""
+    db = index_module.IndexDb(tmp_path / "sessions.sqlite3", busy_timeout_s=5)
+    tries = []
+
+    def op(conn: sqlite3.Connection) -> int:
+        tries.append(conn.in_transaction)
+        if len(tries) < 3:
+            conn.execute("BEGIN IMMEDIATE")
+            error = sqlite3.OperationalError("database is locked")
+            error.sqlite_errorcode = 5 | (2 << 8)  # type: ignore[attr-defined]  # SQLITE_BUSY_SNAPSHOT
+            raise error
+        return int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
+
+    assert db.run(op) == 0
+    assert tries == [False, False, False]
+    db.close()
+    quick = index_module.IndexDb(tmp_path / "sessions.sqlite3", busy_timeout_s=0)
+
+    def always_busy(conn: sqlite3.Connection) -> None:
+        error = sqlite3.OperationalError("database is locked")
+        error.sqlite_errorcode = 5  # type: ignore[attr-defined]
+        raise error
+
+    with pytest.raises(index_module.IndexUnavailable, match="database is locked"):
+        quick.run(always_busy)
+    quick.close()
+
+
 async def test_an_index_that_cannot_be_created_is_kept_in_memory(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
