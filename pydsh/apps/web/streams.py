@@ -4,6 +4,7 @@ stream, with projection, index, agent-tree and Team updates coalesced on short t
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,9 @@ class Streams:
         """The last value sent of each projection key of each live session: unchanged values are not sent again."""
         self._dirty_index: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._agents_builds = itertools.count(1)
+        self._agents_latest: dict[str, int] = {}
+        """Each root's newest tree build in flight: an older build that finishes after it is not sent."""
         self.deliveries = DeliveryFeed(hub)
 
     def listen(self) -> list[Disposer]:
@@ -243,11 +247,15 @@ class Streams:
             self.sessions_topic.publish(lead_id, ("team", team, None))
 
     def _spawn_agents(self, root: str) -> None:
+        build = self._agents_latest[root] = next(self._agents_builds)
+
         async def send() -> None:
             from pydsh.apps.web.agents import agent_tree
 
             tree = await agent_tree(self.hub, root)
-            self.sessions_topic.publish(root, ("agents", {"root": tree}, None))
+            if self._agents_latest.get(root) == build:
+                del self._agents_latest[root]
+                self.sessions_topic.publish(root, ("agents", {"root": tree}, None))
 
         task = asyncio.ensure_future(send())
         task.add_done_callback(_log_failure)

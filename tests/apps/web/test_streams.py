@@ -163,3 +163,32 @@ async def test_a_stored_sessions_full_read_is_kept_while_watched_and_bounded(web
     assert views.kept() == others[-READ_CACHE:]
     for each in streams:
         each.cancel()
+
+
+async def test_an_older_agents_tree_that_finishes_last_is_not_sent(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two builds of one root's tree run at once (a change arrived while the first was reading logs); if the
+    older finishes last, sending it would leave the page's chip on a stale count until the next change."""
+    from pydsh.apps.web import agents
+
+    gates: list[asyncio.Event] = []
+
+    async def tree(_hub: Any, root: str) -> dict[str, Any]:
+        gate = asyncio.Event()
+        gates.append(gate)
+        build = len(gates)
+        await gate.wait()
+        return {"sessionId": root, "build": build, "children": []}
+
+    monkeypatch.setattr(agents, "agent_tree", tree)
+    streams = web.server.hub.streams
+    sub = Subscriber()
+    streams.sessions_topic.add("root", sub)
+    streams._spawn_agents("root")
+    streams._spawn_agents("root")
+    await until(lambda: len(gates) == 2)
+    gates[1].set()
+    await until(lambda: sub.frames)
+    gates[0].set()
+    await asyncio.sleep(0.05)
+    assert [(name, data["root"]["build"]) for name, data, _id in sub.frames] == [("agents", 2)]
+    streams.sessions_topic.remove("root", sub)

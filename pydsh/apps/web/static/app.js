@@ -94,6 +94,8 @@ class Page {
     this.queued = { store: null, events: [], next: 0 };
     this.panelHooks = [];
     this.path = null;
+    /** Reads of the agents tree begun, and frames of it received: the count a read's answer must still match. */
+    this.agentsRead = 0;
     this.conn = { index: "open", session: "open" };
     this.target = null;
     this.settings = new SettingsDialog({ notify });
@@ -501,7 +503,6 @@ class Page {
     this.queued = { store, events: [], next: 0 };
     store.on("event", (ev) => this.queueEvent(store, ev));
     this.openStream(store, page.lastSeq ?? store.lastSeq);
-    api.agents(id).then((tree) => this.agents.update(tree)).catch(() => this.agents.update(null));
     if (app.info?.features?.agentMessage && !store.isMember()) api.messages(id).then((d) => this.deliveries(store, d)).catch(() => {});
     if (store.isMember() && !this.path) {
       this.memberPath(store).then((parts) => {
@@ -551,6 +552,7 @@ class Page {
           this.renderSideState();
           if (d.status !== "running") this.chat.settle();
           this.refreshProjections(store);
+          this.refreshAgents(store);
         },
         "session-event": (ev) => store.live(ev),
         "assistant-stream": (frame) => {
@@ -574,12 +576,29 @@ class Page {
           else if (d.key === "permissionPreset" || d.key === "modelSelection") this.composer.bind(store);
           this.usageSoon(store);
         },
-        agents: (d) => this.agents.update(d),
+        agents: (d) => {
+          this.agentsRead++;
+          this.agents.update(d);
+        },
         team: (d) => this.panelCall("team", d),
         messages: (d) => this.deliveries(store, d),
       },
       (state) => this.setConn("session", state),
     );
+  }
+
+  /** Read the agents tree once the stream is subscribed; every later change sends a frame, so a frame that
+   * arrives while the read is in flight makes its answer unneeded (and possibly older): it is dropped. */
+  refreshAgents(store) {
+    const read = ++this.agentsRead;
+    api
+      .agents(store.id)
+      .then((tree) => {
+        if (this.store === store && read === this.agentsRead) this.agents.update(tree);
+      })
+      .catch(() => {
+        if (this.store === store && read === this.agentsRead) this.agents.update(null);
+      });
   }
 
   /** Re-read the projections: changes between the first read and the stream's subscription have no frame. */
