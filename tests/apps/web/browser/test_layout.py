@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.apps.web.browser.harness import screenshot
+from tests.apps.web.browser.harness import screenshot, wait_for
 from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
 from tests.apps.web.browser.test_tools import expand, tool_script
@@ -43,9 +43,9 @@ ZOOM_200 = {"viewport": {"width": 640, "height": 400}, "device_scale_factor": 2}
 
 def on_screen(page: Any, selector: str) -> None:
     """The (first) element is inside the viewport (to a pixel of rounding) and is what a tap at its centre hits
-    (nothing covers it)."""
-    box = page.locator(selector).first.bounding_box()
-    assert box is not None, f"{selector} is not rendered"
+    (nothing covers it). The box is read until one is given: a list the page redraws (the sidebar's, when an
+    index frame arrives) replaces its rows, and a row replaced while its box is read has none."""
+    box = wait_for(lambda: page.locator(selector).first.bounding_box(), timeout=5, message=f"{selector} rendered")
     width, height = page.evaluate("[innerWidth, innerHeight]")
     assert box["x"] >= -1 and box["y"] >= -1, (selector, box)
     assert box["x"] + box["width"] <= width + 1 and box["y"] + box["height"] <= height + 1, (
