@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from playwright.sync_api import Error as PlaywrightError
+
 from tests.apps.web.browser.harness import screenshot, wait_for
 from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
@@ -45,7 +47,7 @@ def on_screen(page: Any, selector: str) -> None:
     """The (first) element is inside the viewport (to a pixel of rounding) and is what a tap at its centre hits
     (nothing covers it). The box is read until one is given: a list the page redraws (the sidebar's, when an
     index frame arrives) replaces its rows, and a row replaced while its box is read has none."""
-    box = wait_for(lambda: page.locator(selector).first.bounding_box(), timeout=5, message=f"{selector} rendered")
+    box = wait_for(page.locator(selector).first.bounding_box, timeout=5, message=f"{selector} rendered")
     width, height = page.evaluate("[innerWidth, innerHeight]")
     assert box["x"] >= -1 and box["y"] >= -1, (selector, box)
     assert box["x"] + box["width"] <= width + 1 and box["y"] + box["height"] <= height + 1, (
@@ -61,9 +63,21 @@ def on_screen(page: Any, selector: str) -> None:
     assert hit, f"{selector} is covered at its centre"
 
 
+def shown(page: Any, selector: str) -> bool:
+    """Scroll the element into view; ``False`` when the page replaced it meanwhile (Playwright does not retry
+    scrolling a detached element as it retries a tap), so the caller tries again with the new one."""
+    try:
+        page.locator(selector).first.scroll_into_view_if_needed()
+    except PlaywrightError as exc:
+        if "not attached" not in str(exc):
+            raise
+        return False
+    return True
+
+
 def press(page: Any, selector: str, touch: bool) -> None:
     """Tap (phone) or click (zoomed desktop) an element that must be on screen once its scroller shows it."""
-    page.locator(selector).first.scroll_into_view_if_needed()
+    wait_for(lambda: shown(page, selector), timeout=10, message=f"{selector} scrolled into view")
     on_screen(page, selector)
     if touch:
         page.locator(selector).first.tap()
