@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pydsh import __version__
-from pydsh.apps.usage import UsageError
+from pydsh.apps.usage import LaunchFailed, UsageError
 
 if TYPE_CHECKING:
+    from pydsh.kernel.compose import Row
     from pydsh.kernel.errors import KernelError
     from pydsh.kernel.profiles import ProfileError
 
@@ -51,9 +52,9 @@ LAUNCHER = 1
 EXIT_BARE = 2
 """A bare ``pydsh`` without a terminal: the usage, as for any command line that names nothing to do."""
 TERMINAL = "tui"
+"""The profile a bare ``pydsh`` runs in a terminal: its screen is drawn before the profile is composed."""
 TERMINAL_APP = "tui-app"
 """The terminal UI's plugin: a composition holding it draws its screen before its host loads."""
-"""The profile a bare ``pydsh`` runs in a terminal."""
 VALUED = {"--profile": "a name", "--from-default-profile": "a name", "--patch": "a path"}
 DUMPS = {
     "--dump-config": "written",
@@ -198,13 +199,18 @@ def no_arguments() -> int:
 
 def start_up_failed(exc: ProfileError | KernelError) -> int:
     """Print a profile or composition error as its one line; the exit code it calls for."""
+    failure = launch_failure(exc)
+    print(failure.line, file=sys.stderr)
+    return failure.exit_code
+
+
+def launch_failure(exc: ProfileError | KernelError) -> LaunchFailed:
+    """A profile or composition error as the one line and exit code the launcher ends with."""
     from pydsh.kernel.profiles import ProfileError
 
     if isinstance(exc, ProfileError):
-        print(exc, file=sys.stderr)
-        return exc.exit_code
-    print(f"pydsh: {exc.detail}", file=sys.stderr)
-    return 2
+        return LaunchFailed(str(exc), exc.exit_code)
+    return LaunchFailed(f"pydsh: {exc.detail}", 2)
 
 
 def check_dump(launch: Launch) -> None:
@@ -225,6 +231,8 @@ def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
 
     assert launch.profile is not None
     check_dump(launch)
+    if launch.profile == TERMINAL and launch.dump is None and launch.from_default is None:
+        return terminal_first(launch, extra_bundles)
     try:
         if launch.from_default is not None:
             recreate(launch.profile, launch.from_default)
@@ -252,10 +260,44 @@ def run_profile(launch: Launch, extra_bundles: tuple[str, ...] = ()) -> int:
     if any(row.name == TERMINAL_APP for _holder, row in walk(rows)):
         from pydsh.apps.tui import launch as launch_terminal
 
-        return launch_terminal(launch.profile, rows, launch.app_args)
+        return launch_terminal(launch.profile, lambda: rows, launch.app_args)
     from pydsh.host.launch import run_app
 
     return run_app(launch.profile, rows, launch.app_args)
+
+
+def terminal_first(launch: Launch, extra_bundles: tuple[str, ...]) -> int:
+    """The terminal profile: its screen is drawn first and the profile composed behind it, so the prompt
+    shows before the composition's modules load; its warnings are printed once the screen has closed."""
+    from pydsh.apps.tui import launch as launch_terminal
+
+    assert launch.profile is not None
+    warnings: list[str] = []
+
+    def composed() -> list[Row]:
+        from pydsh.kernel.compose import resolve_rows, walk
+        from pydsh.kernel.errors import KernelError
+        from pydsh.kernel.profiles import ProfileError, compose_profile
+
+        assert launch.profile is not None
+        try:
+            comp = compose_profile(launch.profile, launch.patches, extra_bundles)
+            warnings.extend(comp.warnings)
+            rows = resolve_rows(comp.rows)
+        except (ProfileError, KernelError) as exc:
+            raise launch_failure(exc) from exc
+        if not any(row.name == TERMINAL_APP for _holder, row in walk(rows)):
+            raise LaunchFailed(
+                f"pydsh: profile {launch.profile} has no {TERMINAL_APP} row; recreate it with "
+                f"pydsh --profile {launch.profile} --from-default-profile {TERMINAL}",
+                2,
+            )
+        return rows
+
+    try:
+        return launch_terminal(launch.profile, composed, launch.app_args)
+    finally:
+        warn(warnings)
 
 
 def warn(warnings: list[str]) -> None:

@@ -24,6 +24,15 @@ class UsageError(PydshError):
         self.exit_code = exit_code
 
 
+class LaunchFailed(PydshError):
+    """A profile that cannot be composed or loaded: ``line`` on stderr, then exit ``exit_code``."""
+
+    def __init__(self, line: str, exit_code: int) -> None:
+        super().__init__(line)
+        self.line = line
+        self.exit_code = exit_code
+
+
 class UsageParser(argparse.ArgumentParser):
     """``argparse`` that raises :class:`UsageError` where it would print and exit."""
 

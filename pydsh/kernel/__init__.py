@@ -1,10 +1,30 @@
-"""The kernel: context, services, typed events, scopes, effects and plugin loading."""
+"""The kernel: context, services, typed events, scopes, effects and plugin loading.
 
-from pydsh.kernel.cancel import AbortController, AbortError, AbortSignal
-from pydsh.kernel.context import Context
-from pydsh.kernel.errors import KernelError
-from pydsh.kernel.host import Kernel
-from pydsh.kernel.scope import Scope, create_scope
+The names below load their modules when first used: a submodule such as ``pydsh.kernel.errors`` is
+imported on start paths (the terminal's first frame) that need none of the kernel's machinery yet."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydsh.kernel.cancel import AbortController, AbortError, AbortSignal
+    from pydsh.kernel.context import Context
+    from pydsh.kernel.errors import KernelError
+    from pydsh.kernel.host import Kernel
+    from pydsh.kernel.scope import Scope, create_scope
+
+_HOMES = {
+    "AbortController": "cancel",
+    "AbortError": "cancel",
+    "AbortSignal": "cancel",
+    "Context": "context",
+    "KernelError": "errors",
+    "Kernel": "host",
+    "Scope": "scope",
+    "create_scope": "scope",
+}
 
 __all__ = [
     "AbortController",
@@ -16,3 +36,13 @@ __all__ = [
     "Scope",
     "create_scope",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'pydsh.kernel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"pydsh.kernel.{home}"), name)
+    globals()[name] = value
+    return value

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydsh.agent.keys import AGENTS
 from pydsh.apps.tui.options import TuiOptions, parse_options
-from pydsh.apps.usage import parsed
+from pydsh.apps.usage import LaunchFailed, parsed
 from pydsh.host.errors import HostError
 from pydsh.host.keys import APP
 from pydsh.kernel.context import Context
@@ -69,11 +69,12 @@ class TuiApp:
         return await run_tui(loaded, options)
 
 
-def launch(profile: str, rows: list[Row], args: list[str]) -> int:
-    """``pydsh tui`` from the command line. For a new session the screen is drawn first and the host loads
-    behind it, so the prompt shows before the plugins are imported; ``--resume`` loads the host first (a wrong
-    id is refused before any screen) and draws the session's last turn from the end of its log while the full
-    open runs behind the first frame."""
+def launch(profile: str, composed: Callable[[], list[Row]], args: list[str]) -> int:
+    """``pydsh tui`` from the command line. For a new session the screen is drawn first and the profile is
+    composed (``composed`` gives its rows or raises :class:`LaunchFailed`) and its host loaded behind it, so
+    the prompt shows before the plugins are imported; ``--resume`` loads the host first (a wrong id is refused
+    before any screen) and draws the session's last turn from the end of its log while the full open runs
+    behind the first frame."""
     options = usable_options(args)
     if isinstance(options, int):
         return options
@@ -83,7 +84,7 @@ def launch(profile: str, rows: list[Row], args: list[str]) -> int:
     loading: list[Host] = []
 
     async def loaded() -> Host:
-        loading.append(await load_host(profile, rows))
+        loading.append(await load_host(profile, composed()))
         return loading[0]
 
     async def run() -> int:
@@ -143,6 +144,9 @@ class Opening:
         except HostError as exc:
             self.failure = "\n".join(f"pydsh: {line}" for line in str(exc).splitlines())
             self.failure_code = refusal_code(exc)
+            return None
+        except LaunchFailed as exc:
+            self.failure, self.failure_code = exc.line, exc.exit_code
             return None
         self.controller = Controller(host, self.options.cwd)
         self.controller.start()

@@ -28,7 +28,6 @@ from pydsh.apps.tui import cards
 from pydsh.apps.tui.cards import subject
 from pydsh.apps.tui.commands import COMMANDS, Completion, FileIndex, command_completions
 from pydsh.apps.tui.feed import Block, Feed, parse_arguments
-from pydsh.apps.tui.screens import AgentTreeScreen, HelpScreen, Picker, SessionPicker
 from pydsh.apps.tui.widgets import AskPanel, BlockView, CompletionList, Lines, PromptArea, QuestionPanel
 from pydsh.host import HostError
 
@@ -535,6 +534,8 @@ class PydshTui(App[int]):
             self.notify(str(exc), severity="error")
 
     async def cmd_help(self, arg: str) -> None:
+        from pydsh.apps.tui.screens import HelpScreen  # the dialogs load when first opened
+
         self.push_screen(HelpScreen(self.prompt_commands()))
 
     async def cmd_new(self, arg: str) -> None:
@@ -545,6 +546,8 @@ class PydshTui(App[int]):
             await self._switch(arg)
             return
         rows = await self.controller.recent()
+        from pydsh.apps.tui.screens import SessionPicker
+
         self.push_screen(SessionPicker(rows), self._resume_chosen)
 
     async def _resume_chosen(self, session_id: str | None) -> None:
@@ -567,6 +570,8 @@ class PydshTui(App[int]):
             return
         models = await self.controller.models()
         options = [Option(f"{p}/{m}", id=f"{p}/{m}") for p, m, _efforts in models]
+        from pydsh.apps.tui.screens import Picker
+
         self.push_screen(Picker("Model", options), self._model_chosen)
 
     async def _model_chosen(self, choice: str | None) -> None:
@@ -604,6 +609,8 @@ class PydshTui(App[int]):
         self.notify(answer["text"], severity="error" if answer["kind"] == "error" else "information")
 
     async def cmd_agents(self, arg: str) -> None:
+        from pydsh.apps.tui.screens import AgentTreeScreen
+
         self.push_screen(AgentTreeScreen(await self.controller.tree()), self._agent_chosen)
 
     async def _agent_chosen(self, session_id: str | None) -> None:

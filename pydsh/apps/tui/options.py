@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pydsh.apps.usage import UsageError, UsageParser
-from pydsh.host.errors import HostError
-from pydsh.host.workspace import check_workspace
 
 USAGE = "pydsh tui [--resume ID] [--cwd DIR] [--provider P --model M]"
 
@@ -37,6 +35,9 @@ def parse_options(args: list[str]) -> TuiOptions:
         raise UsageError("give --provider and --model together")
     cwd = None
     if ns.cwd:
+        from pydsh.host.errors import HostError
+        from pydsh.host.workspace import check_workspace  # the session layer: only for a --cwd to check
+
         try:
             cwd = check_workspace(ns.cwd)
         except HostError as exc:

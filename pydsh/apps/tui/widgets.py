@@ -16,10 +16,10 @@ from textual.widgets.option_list import Option
 
 from pydsh.apps.tui import cards
 from pydsh.apps.tui.feed import Block
-from pydsh.policy.questions import Answer
 
 if TYPE_CHECKING:
     from pydsh.apps.tui.controller import Ask, Questions
+    from pydsh.policy.questions import Answer
 
 FOLDABLE = frozenset({"tool", "reasoning"})
 
@@ -295,11 +295,15 @@ class QuestionPanel(Vertical):
             custom.focus()
             return
         selected = tuple(sorted(self.marked | {chosen})) if self.current.get("multiSelect") else (chosen,)
+        from pydsh.policy.questions import Answer  # the policy layer loads behind the first frame
+
         self._answer(Answer(str(self.current["id"]), selected))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if event.value.strip():
+            from pydsh.policy.questions import Answer
+
             self._answer(Answer(str(self.current["id"]), tuple(sorted(self.marked)), event.value))
 
     def action_mark(self) -> None:

@@ -6,12 +6,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pydsh.apps import cli
 from pydsh.apps.tui.options import TuiOptions, parse_options
-from pydsh.apps.usage import UsageError
+from pydsh.apps.usage import LaunchFailed, UsageError
+from pydsh.kernel.compose import walk
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -73,4 +75,52 @@ def test_a_bare_pydsh_without_textual_says_how_to_install_it(
     assert (
         capsys.readouterr().err
         == "pydsh: the terminal UI needs the textual package: pip install textual (or reinstall pydsh)\n"
+    )
+
+
+def test_the_terminal_profile_draws_its_screen_before_composing(
+    isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pydsh tui`` hands the screen a composer instead of rows, so the prompt shows before the profile's
+    YAML and plugins load; a composition error is the same one line and exit code as on any other path."""
+    from pydsh.kernel import profiles
+
+    order: list[str] = []
+    composing = profiles.compose_profile
+    monkeypatch.setattr(profiles, "compose_profile", lambda *a: order.append("compose") or composing(*a))
+    composers: list[Any] = []
+
+    def screen(profile: str, composed: Any, args: list[str]) -> int:
+        order.append("screen")
+        composers.append(composed)
+        return 0
+
+    monkeypatch.setattr("pydsh.apps.tui.launch", screen)
+    assert cli.main(["tui"]) == 0
+    assert order == ["screen"]
+    assert any(row.name == "tui-app" for _holder, row in walk(composers[0]()))
+    assert order == ["screen", "compose"]
+
+    bad = tmp_path / "bad.yml"
+    bad.write_text("rows: [\n")
+    assert cli.main(["tui", "--patch", str(bad)]) == 0
+    with pytest.raises(LaunchFailed) as failed:
+        composers[1]()
+    assert failed.value.exit_code == 2
+    assert failed.value.line.startswith(f"pydsh: {bad}: malformed YAML")
+
+
+def test_a_terminal_profile_without_the_terminal_app_is_refused_in_one_line(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydsh.kernel.profiles import reset_profile
+
+    reset_profile("tui", "headless")
+    composers: list[Any] = []
+    monkeypatch.setattr("pydsh.apps.tui.launch", lambda profile, composed, args: composers.append(composed) or 0)
+    assert cli.main(["tui"]) == 0
+    with pytest.raises(LaunchFailed) as failed:
+        composers[0]()
+    assert failed.value.line == (
+        "pydsh: profile tui has no tui-app row; recreate it with pydsh --profile tui --from-default-profile tui"
     )

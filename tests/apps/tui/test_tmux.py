@@ -132,3 +132,28 @@ async def test_closing_the_terminal_during_a_turn_logs_the_turn_aborted(isolated
     (log,) = (isolated_home / "sessions").glob("*/*/session.v4.jsonl.zstd")
     events = [json.loads(line) for line in log_text(log.read_bytes(), log, compressed=True).splitlines()[1:]]
     assert [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"] == ["aborted"]
+
+
+async def test_a_profile_that_cannot_compose_ends_the_screen_with_its_one_line(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    """The terminal's screen comes up before its profile is composed, so a bad patch is found behind it: the
+    screen closes, the terminal is clean, and the one-line error and exit code are those of any other path."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("rows: [\n")
+    tmux = Tmux(f"pydsh-test-bad-{os.getpid()}")
+    status = tmp_path / "exit-status"
+    command = f"sh -c '{pydsh_command(isolated_home, 'http://127.0.0.1:9')} tui --patch {bad}; echo $? > {status}'"
+    tmux.start(command, tmp_path)
+    try:
+        tmux.run("set-option", "-t", "tui", "remain-on-exit", "on")
+        for _ in range(300):
+            if status.exists() and status.read_text().strip():
+                break
+            await asyncio.sleep(0.1)
+        assert status.exists() and status.read_text().strip() == "2", tmux.pane()
+        pane = tmux.run("capture-pane", "-p", "-J", "-S", "-", "-t", "tui")
+        lines = [line for line in pane.splitlines() if line.strip() and "Pane is dead" not in line]
+        assert len(lines) == 1 and lines[0].startswith(f"pydsh: {bad}: malformed YAML"), pane
+    finally:
+        subprocess.run([*tmux.base, "kill-server"], capture_output=True, timeout=10)
