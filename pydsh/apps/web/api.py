@@ -39,6 +39,7 @@ from pydsh.apps.web.bodies import (
     read_body,
 )
 from pydsh.apps.web.digest import Digest
+from pydsh.apps.web.elide import for_page
 from pydsh.apps.web.errors import ApiError, error_body, not_found
 from pydsh.apps.web.fanout import Frame
 from pydsh.apps.web.guard import Guard
@@ -349,7 +350,7 @@ class Api:
                 "pending": self.hub.waiting.pending(sid, stored),
             }
             replay: list[Frame] = [("hello", hello, None)]
-            replay += [("session-event", e, e["seq"]) for e in events if e["seq"] > after]
+            replay += [("session-event", for_page(e), e["seq"]) for e in events if e["seq"] > after]
             replay += [("assistant-stream", f, None) for f in inflight]
             team = team_view(self.hub, sid)
             if team is not None:
@@ -514,7 +515,12 @@ class Api:
 def _page(events: list[Any], last_seq: int, more: bool) -> Response:
     """A page of ``GET /api/sessions/{id}/events``."""
     return JSONResponse(
-        {"events": events, "firstSeq": events[0]["seq"] if events else None, "lastSeq": last_seq, "hasMore": more}
+        {
+            "events": [for_page(e) for e in events],
+            "firstSeq": events[0]["seq"] if events else None,
+            "lastSeq": last_seq,
+            "hasMore": more,
+        }
     )
 
 

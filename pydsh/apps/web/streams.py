@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydsh.agent.hooks import AGENT_DISPOSED, AGENT_STATUS, ASSISTANT_STREAM, AgentRef, AgentStatus, AssistantStream
 from pydsh.apps.web import memory
+from pydsh.apps.web.elide import for_page
 from pydsh.apps.web.fanout import Subscriber, Topic
 from pydsh.apps.web.messages import DeliveryFeed
 from pydsh.apps.web.team import lead_of, team_view
@@ -119,7 +120,7 @@ class Streams:
     def _on_session_event(self, session: Session, event: Event) -> None:
         try:
             self.hub.views.advance(session, event)
-            self.sessions_topic.publish(session.id, ("session-event", event, event["seq"]))
+            self.sessions_topic.publish(session.id, ("session-event", for_page(event), event["seq"]))
             etype = event["type"]
             if etype in PENDING_EVENTS:
                 self.pending_changed(session.id)

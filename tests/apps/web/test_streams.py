@@ -192,3 +192,31 @@ async def test_an_older_agents_tree_that_finishes_last_is_not_sent(web: Web, mon
     await asyncio.sleep(0.05)
     assert [(name, data["root"]["build"]) for name, data, _id in sub.frames] == [("agents", 2)]
     streams.sessions_topic.remove("root", sub)
+
+
+LONG = "A long answer line.\n" * 2000
+
+
+@pytest.mark.parametrize("script", [[{"reasoning": "brief", "text": LONG}]])
+async def test_a_long_answer_reaches_the_page_without_the_stream_texts_it_repeats(web: Web) -> None:
+    """The page parses a long answer's text once (the message), not three times: events pages and the stream's
+    replay carry its stream record without texts and say so, while the log download is the event as written."""
+    sid = (await web.new_session("answer at length"))["session"]["sessionId"]
+    await web.idle(sid)
+    download = (await web.client.get(f"/api/sessions/{sid}/log")).text
+    log = [json.loads(line) for line in download.splitlines()[1:] if line.strip()]
+    logged = next(e for e in log if e["type"] == "assistant/message")
+    text_chunks = [r for r in logged["data"]["stream"] if r["type"] == "text-chunks"]
+    assert "".join(t for r in text_chunks for t in r["texts"]) == LONG
+    page = (await web.client.get(f"/api/sessions/{sid}/events")).json()["events"]
+    frames = await read_stream(web, sid, lambda fs: any(f[0] == "hello" for f in fs) and len(fs) > len(page))
+    replayed = [f[1] for f in frames if f[0] == "session-event"]
+    for events in (page, replayed):
+        sent = next(e for e in events if e["type"] == "assistant/message")
+        assert sent["data"]["streamElided"] is True
+        assert sent["data"]["message"] == logged["data"]["message"]
+        assert LONG not in json.dumps(sent["data"]["stream"])
+        chunks = [r for r in sent["data"]["stream"] if r["type"] == "text-chunks"]
+        assert sum(r["chars"] for r in chunks) == len(LONG) and all("time0" in r for r in chunks)
+        short = next(e for e in events if e["type"] == "user/message")
+        assert short == next(e for e in log if e["seq"] == short["seq"])

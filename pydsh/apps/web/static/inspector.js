@@ -121,7 +121,9 @@ export class Inspector {
       default: {
         const raw = [ev];
         if (row.result) raw.push(row.result);
-        return raw.map((e) => [`Event seq ${e.seq}`, e]);
+        const out = raw.map((e) => [`Event seq ${e.seq}`, e]);
+        if (d.streamElided) out.unshift(["Note", "This long answer's stream record is shown without its texts, which repeat the message; Download log has the event as written."]);
+        return out;
       }
     }
   }
