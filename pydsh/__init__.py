@@ -6,8 +6,9 @@ The embedding API (``pydsh.open_host`` and the event types) loads on first use, 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydsh.kernel.lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -56,14 +57,7 @@ if TYPE_CHECKING:
 
 if not TYPE_CHECKING:
     # Hidden from type checkers, which would otherwise accept any name this module is asked for.
-
-    def __getattr__(name: str) -> Any:
-        """Load the embedding API on first access (PEP 562)."""
-        if name not in _EMBED:
-            raise AttributeError(f"module 'pydsh' has no attribute {name!r}")
-        value = getattr(importlib.import_module("pydsh.host"), name)
-        globals()[name] = value
-        return value
+    __getattr__ = lazy_names(__name__, dict.fromkeys(_EMBED, "pydsh.host"), globals())
 
 
 def __dir__() -> list[str]:

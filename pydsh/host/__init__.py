@@ -8,8 +8,9 @@ launcher pays only for what it runs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydsh.kernel.lazy import lazy_names
 
 if TYPE_CHECKING:
     from pydsh.host.agent import Agent, Input, Mode
@@ -75,15 +76,7 @@ __all__ = [
 
 if not TYPE_CHECKING:
     # Hidden from type checkers, which would otherwise accept any name this module is asked for.
-
-    def __getattr__(name: str) -> Any:
-        """Load a public name's module on first access."""
-        module = _HOME.get(name)
-        if module is None:
-            raise AttributeError(f"module 'pydsh.host' has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"pydsh.host.{module}"), name)
-        globals()[name] = value
-        return value
+    __getattr__ = lazy_names(__name__, _HOME, globals())
 
 
 def __dir__() -> list[str]:

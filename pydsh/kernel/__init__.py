@@ -5,8 +5,9 @@ imported on start paths (the terminal's first frame) that need none of the kerne
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydsh.kernel.lazy import lazy_names
 
 if TYPE_CHECKING:
     from pydsh.kernel.cancel import AbortController, AbortError, AbortSignal
@@ -38,11 +39,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'pydsh.kernel' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"pydsh.kernel.{home}"), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which would otherwise accept any name this module is asked for.
+    __getattr__ = lazy_names(__name__, _HOMES, globals())
