@@ -21,7 +21,8 @@ Run: python bench/web_open.py [--runs 5] [--events 10000]
    ``longtask`` PerformanceObserver installed before the page's code) and how long after the server's
    ``turn/end`` the page showed the finished turn; then navigation to the long session → its last
    turn painted (the turn-end row of the newest turn visible): the first (cold) open, then the median
-   of ``--runs`` more; then its Trajectory; finally the server's peak RSS and its RSS once idle.
+   of ``--runs`` more; then its Trajectory; finally the server's peak RSS and its RSS once idle (after a
+   stored read's grace past its last stream, ``RELEASE_DELAY_S``, and the memory trim that follows).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pydsh.apps.web.streams import RELEASE_DELAY_S, TRIM_DELAY_S  # noqa: E402
 from pydsh.testing.hosts import scripted_patch  # noqa: E402
 from pydsh.testing.mock_model_server import MockModelServer  # noqa: E402
 from tests.apps.web.browser.perf import (  # noqa: E402
@@ -272,7 +274,8 @@ def heavy_tour(home: Path, workspace: Path, session_id: str, runs: int) -> dict[
             page.locator(".traj-row").first.wait_for()
             browser.close()
             client.close()
-        threading.Event().wait(2.0)
+        # idle: once the long session's read has outlived its last stream and the freed memory went back
+        threading.Event().wait(RELEASE_DELAY_S + TRIM_DELAY_S + 1.0)
         out["peak"] = rss_mb(server.proc.pid, "VmHWM")
         out["idle"] = rss_mb(server.proc.pid)
     finally:

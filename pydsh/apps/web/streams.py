@@ -34,6 +34,9 @@ PROJECTION_INTERVAL_S = 0.1
 INDEX_INTERVAL_S = 0.25
 TRIM_DELAY_S = 1.0
 """After a turn ends or a long read is dropped, freed memory goes back to the system this much later."""
+RELEASE_DELAY_S = 10.0
+"""How long a stored session's full read outlives its last stream: reading a 10,000-event log again, and
+letting the old read go, took a reopened page about twice as long as keeping it."""
 INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
 PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
 LIVE_KEYS = {"title", "todos", "goal", "sessionStats", "modelSelection", "permissionPreset", "schedules"}
@@ -98,8 +101,13 @@ class Streams:
         return sub, events, list(self.inflight.get(session_id, ()))
 
     def unsubscribe(self, session_id: str, sub: Subscriber) -> None:
-        """End a stream; the last one of a stored session lets its full read go."""
+        """End a stream; once the last one of a stored session has been closed for :data:`RELEASE_DELAY_S`,
+        its full read goes (a page reloaded, or a user flipping back to the session, finds it kept)."""
         self.sessions_topic.remove(session_id, sub)
+        if not self.sessions_topic.has(session_id):
+            self._later(f"release:{session_id}", RELEASE_DELAY_S, lambda: self._release(session_id))
+
+    def _release(self, session_id: str) -> None:
         if not self.sessions_topic.has(session_id) and self.hub.views.release(session_id):
             self.trim_soon()
 

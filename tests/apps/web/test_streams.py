@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pydsh.apps.web import streams as streams_module
 from pydsh.apps.web.fanout import Subscriber
 from pydsh.apps.web.sse import stream_frames
 from pydsh.apps.web.views import READ_CACHE
@@ -139,10 +140,13 @@ async def test_the_index_stream_shows_a_closed_session_offline(web: Web) -> None
     assert seen[-1]["sessionId"] == sid and seen[-1]["title"] == "close me"
 
 
-async def test_a_stored_sessions_full_read_is_kept_while_watched_and_bounded(web: Web, isolated_home: Path) -> None:
+async def test_a_stored_sessions_full_read_is_kept_while_watched_and_bounded(
+    web: Web, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A stored log read in full stays in memory while a stream of it is open (the page asks for its events and
-    projections again), goes when the last one closes, is not kept when nobody watches, and at most READ_CACHE
-    reads are kept at any time."""
+    projections again) and a moment after the last one closes (a reloaded page finds it), then goes; it is not
+    kept when nobody watches, and at most READ_CACHE reads are kept at any time."""
+    monkeypatch.setattr(streams_module, "RELEASE_DELAY_S", 0.3)
     views = web.server.hub.views
     sid = await stored(isolated_home, web.workspace, "watched")
     watching = asyncio.ensure_future(read_stream(web, sid, lambda frames: False))
@@ -151,7 +155,13 @@ async def test_a_stored_sessions_full_read_is_kept_while_watched_and_bounded(web
     assert views.kept() == [sid], "a second stream closing let the read go while the first still watches"
     watching.cancel()
     await until(lambda: not web.server.hub.streams.sessions_topic.has(sid))
-    assert views.kept() == []
+    assert views.kept() == [sid], "the read went at once, so a reloaded page reads the log again"
+    back = asyncio.ensure_future(read_stream(web, sid, lambda frames: False))
+    await until(lambda: web.server.hub.streams.sessions_topic.has(sid))
+    await asyncio.sleep(0.5)
+    assert views.kept() == [sid], "the read went while a stream opened within the grace watches it"
+    back.cancel()
+    await until(lambda: views.kept() == [])
     assert (await web.client.get(f"/api/sessions/{sid}/events")).status_code == 200
     assert views.kept() == [], "a read nobody watches was kept"
     others = [await stored(isolated_home, web.workspace, f"other {n}") for n in range(READ_CACHE + 2)]
