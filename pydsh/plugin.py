@@ -8,8 +8,9 @@ defines it on first use, so importing this module costs nothing at start-up.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydsh.kernel.lazy import lazy_names
 
 _SOURCES: dict[str, tuple[str, ...]] = {
     # the kernel: what a plugin receives, typed keys and events, effects, cancellation, errors, config
@@ -304,15 +305,7 @@ if TYPE_CHECKING:
 
 if not TYPE_CHECKING:
     # Hidden from type checkers, which would otherwise accept any name this module is asked for.
-
-    def __getattr__(name: str) -> Any:
-        """Load a public name from its module on first access (PEP 562)."""
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module 'pydsh.plugin' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
+    __getattr__ = lazy_names(__name__, _MODULE_OF, globals())
 
 
 def __dir__() -> list[str]:
