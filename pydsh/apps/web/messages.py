@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,9 @@ class DeliveryFeed:
         """Sender session id -> the sessions it sent to (known once its list was read)."""
         self.last: dict[str, dict[str, Any]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._counter = itertools.count(1)
+        self._builds: dict[str, int] = {}
+        """Each sender's newest list read in flight: an older one that finishes after it is not sent."""
 
     def note(self, sender: str, view: dict[str, Any]) -> None:
         """Remember a list just read or sent, so later inbox changes of its targets refresh it."""
@@ -132,10 +136,14 @@ class DeliveryFeed:
         self._timers[sender] = asyncio.get_running_loop().call_later(FEED_INTERVAL_S, run)
 
     async def _send(self, sender: str) -> None:
+        build = self._builds[sender] = next(self._counter)
         try:
             view = await delivery(self.hub, sender)
         except ApiError:
             return
+        if self._builds.get(sender) != build:
+            return  # a newer read of this sender's list is under way: it sends
+        del self._builds[sender]
         if view != self.last.get(sender):
             self.note(sender, view)
             self.hub.streams.sessions_topic.publish(sender, ("messages", view, None))

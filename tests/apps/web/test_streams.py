@@ -230,3 +230,31 @@ async def test_a_long_answer_reaches_the_page_without_the_stream_texts_it_repeat
         assert sum(r["chars"] for r in chunks) == len(LONG) and all("time0" in r for r in chunks)
         short = next(e for e in events if e["type"] == "user/message")
         assert short == next(e for e in log if e["seq"] == short["seq"])
+
+
+async def test_an_older_delivery_list_that_finishes_last_is_not_sent(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for a sender's delivery states: a stale list sent last would leave a card on "delivered"."""
+    from pydsh.apps.web import messages
+
+    gates: list[asyncio.Event] = []
+
+    async def listing(_hub: Any, sender: str) -> dict[str, Any]:
+        gate = asyncio.Event()
+        gates.append(gate)
+        build = len(gates)
+        await gate.wait()
+        return {"sessionId": sender, "messages": [{"to": "target", "state": f"build {build}"}]}
+
+    monkeypatch.setattr(messages, "delivery", listing)
+    feed = web.server.hub.streams.deliveries
+    sub = Subscriber()
+    web.server.hub.streams.sessions_topic.add("sender", sub)
+    first = asyncio.ensure_future(feed._send("sender"))
+    second = asyncio.ensure_future(feed._send("sender"))
+    await until(lambda: len(gates) == 2)
+    gates[1].set()
+    await second
+    gates[0].set()
+    await first
+    assert [(name, data["messages"][0]["state"]) for name, data, _id in sub.frames] == [("messages", "build 2")]
+    web.server.hub.streams.sessions_topic.remove("sender", sub)

@@ -96,6 +96,8 @@ class Page {
     this.path = null;
     /** Reads of the agents tree begun, and frames of it received: the count a read's answer must still match. */
     this.agentsRead = 0;
+    /** The same count for the delivery states of the session's sent messages. */
+    this.deliveriesRead = 0;
     this.conn = { index: "open", session: "open" };
     this.target = null;
     this.settings = new SettingsDialog({ notify });
@@ -503,7 +505,6 @@ class Page {
     this.queued = { store, events: [], next: 0 };
     store.on("event", (ev) => this.queueEvent(store, ev));
     this.openStream(store, page.lastSeq ?? store.lastSeq);
-    if (app.info?.features?.agentMessage && !store.isMember()) api.messages(id).then((d) => this.deliveries(store, d)).catch(() => {});
     if (store.isMember() && !this.path) {
       this.memberPath(store).then((parts) => {
         if (parts && this.store === store) {
@@ -553,6 +554,7 @@ class Page {
           if (d.status !== "running") this.chat.settle();
           this.refreshProjections(store);
           this.refreshAgents(store);
+          this.refreshDeliveries(store);
         },
         "session-event": (ev) => store.live(ev),
         "assistant-stream": (frame) => {
@@ -581,7 +583,10 @@ class Page {
           this.agents.update(d);
         },
         team: (d) => this.panelCall("team", d),
-        messages: (d) => this.deliveries(store, d),
+        messages: (d) => {
+          this.deliveriesRead++;
+          this.deliveries(store, d);
+        },
       },
       (state) => this.setConn("session", state),
     );
@@ -599,6 +604,19 @@ class Page {
       .catch(() => {
         if (this.store === store && read === this.agentsRead) this.agents.update(null);
       });
+  }
+
+  /** The delivery states of the messages this session sent, read once the stream is subscribed (a state that
+   * changed before would have no frame) and dropped when a frame overtook the read, as for the agents tree. */
+  refreshDeliveries(store) {
+    if (!app.info?.features?.agentMessage || store.isMember()) return;
+    const read = ++this.deliveriesRead;
+    api
+      .messages(store.id)
+      .then((view) => {
+        if (this.store === store && read === this.deliveriesRead) this.deliveries(store, view);
+      })
+      .catch(() => {});
   }
 
   /** Re-read the projections: changes between the first read and the stream's subscription have no frame. */
