@@ -6,9 +6,9 @@ The embedding API (``pydsh.open_host`` and the event types) loads on first use, 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from pydsh.kernel.lazy import lazy_names
+import importlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -53,6 +53,24 @@ if TYPE_CHECKING:
         TurnEnd,
         open_host,
     )
+
+
+def lazy_names(package: str, homes: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) for ``package``: a name of ``homes`` is imported from
+    ``package.<its home>`` (or from the home itself when it is an absolute module name) and kept in
+    ``namespace``. Packages whose names load on first use share it; it lives here because importing
+    ``pydsh`` must import nothing else."""
+
+    def load(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = home if "." in home else f"{package}.{home}"
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    return load
 
 
 if not TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydsh.kernel.lazy import lazy_names
+from pydsh import lazy_names
 
 _SOURCES: dict[str, tuple[str, ...]] = {
     # the kernel: what a plugin receives, typed keys and events, effects, cancellation, errors, config

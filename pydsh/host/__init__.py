@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydsh.kernel.lazy import lazy_names
+from pydsh import lazy_names
 
 if TYPE_CHECKING:
     from pydsh.host.agent import Agent, Input, Mode

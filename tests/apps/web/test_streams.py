@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,21 +176,27 @@ async def test_a_stored_sessions_full_read_is_kept_while_watched_and_bounded(
         each.cancel()
 
 
+def gated(gates: list[asyncio.Event], answer: Callable[[str, int], dict[str, Any]]) -> Any:
+    """A stand-in for a server read of ``(hub, key)``: each call waits on its own gate (appended to ``gates``)
+    and then answers ``answer(key, its call number)``, so a test decides which of two reads finishes first."""
+
+    async def read(_hub: Any, key: str) -> dict[str, Any]:
+        gate = asyncio.Event()
+        gates.append(gate)
+        build = len(gates)
+        await gate.wait()
+        return answer(key, build)
+
+    return read
+
+
 async def test_an_older_agents_tree_that_finishes_last_is_not_sent(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two builds of one root's tree run at once (a change arrived while the first was reading logs); if the
     older finishes last, sending it would leave the page's chip on a stale count until the next change."""
     from pydsh.apps.web import agents
 
     gates: list[asyncio.Event] = []
-
-    async def tree(_hub: Any, root: str) -> dict[str, Any]:
-        gate = asyncio.Event()
-        gates.append(gate)
-        build = len(gates)
-        await gate.wait()
-        return {"sessionId": root, "build": build, "children": []}
-
-    monkeypatch.setattr(agents, "agent_tree", tree)
+    monkeypatch.setattr(agents, "agent_tree", gated(gates, lambda root, build: {"sessionId": root, "build": build}))
     streams = web.server.hub.streams
     sub = Subscriber()
     streams.sessions_topic.add("root", sub)
@@ -237,15 +244,8 @@ async def test_an_older_delivery_list_that_finishes_last_is_not_sent(web: Web, m
     from pydsh.apps.web import messages
 
     gates: list[asyncio.Event] = []
-
-    async def listing(_hub: Any, sender: str) -> dict[str, Any]:
-        gate = asyncio.Event()
-        gates.append(gate)
-        build = len(gates)
-        await gate.wait()
-        return {"sessionId": sender, "messages": [{"to": "target", "state": f"build {build}"}]}
-
-    monkeypatch.setattr(messages, "delivery", listing)
+    answer = gated(gates, lambda sender, build: {"messages": [{"to": "target", "state": f"build {build}"}]})
+    monkeypatch.setattr(messages, "delivery", answer)
     feed = web.server.hub.streams.deliveries
     sub = Subscriber()
     web.server.hub.streams.sessions_topic.add("sender", sub)

@@ -57,7 +57,9 @@ def test_t5_tool_cards_collapse_and_expand(web, browse):
     assert toggle.inner_text().startswith("Completed in")
     assert "Read 1 file, ran 1 command, edited 2 files" in toggle.inner_text()
     toggle.click()
-    assert page.locator(".think summary").first.inner_text().startswith("Think")
+    # the work list is drawn on the frame after the click: under load the first read can come before it
+    think = page.locator(".think summary").first
+    wait_for(lambda: think.inner_text().startswith("Think"), message="the thinking row drawn")
     read = expand(page, "read")
     assert [r.inner_text().split("\t") for r in read.locator("tr").all()] == [
         ["1", "hello world"],
