@@ -306,9 +306,10 @@ def usage_failed(message: str, stream: bool) -> int:
 
 async def settle_within(agent: Agent, bound: float, interrupted: asyncio.Event) -> list[str]:
     """Wait for the agent's turn, then up to ``bound`` seconds (or an interrupt) for its background
-    subagents and the turns their results start; the names of those still running when it stopped."""
+    subagents, the sessions it woke in this process and the turns their results start; the names of the
+    subagents still running when it stopped."""
     await agent.live.when_idle()
-    settling = asyncio.ensure_future(agent.settle())
+    settling = asyncio.ensure_future(agent.settle(also=lambda: others_idle(agent)))
     stopping = asyncio.ensure_future(interrupted.wait())
     try:
         done, _ = await asyncio.wait({settling, stopping}, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
@@ -319,6 +320,14 @@ async def settle_within(agent: Agent, bound: float, interrupted: asyncio.Event) 
     finally:
         settling.cancel()
         stopping.cancel()
+
+
+async def others_idle(agent: Agent) -> None:
+    """Every other live session of the process at the end of its turn: a message the task sent to an offline
+    session resumed it here, and ending the process would cut that session's turn short."""
+    for other in agent.host.ctx.require(AGENTS).all():
+        if other is not agent.live and other.status == "running":
+            await other.when_idle()
 
 
 def refused(exc: HostError, stream: bool) -> int:
