@@ -7,6 +7,7 @@ never blocks and never raises into the agent loop.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,3 +86,24 @@ class Topic:
         for subs in self._subs.values():
             for sub in subs:
                 sub.close()
+
+
+class Newest:
+    """Tickets for reads of one key that may overlap (a change arrives while the last read is under way):
+    only the newest read's answer is sent, so an older one that finishes last never overwrites it."""
+
+    def __init__(self) -> None:
+        self._count = itertools.count(1)
+        self._latest: dict[str, int] = {}
+
+    def take(self, key: str) -> int:
+        """A ticket for a read of ``key`` starting now."""
+        ticket = self._latest[key] = next(self._count)
+        return ticket
+
+    def newest(self, key: str, ticket: int) -> bool:
+        """Whether ``ticket`` is still the newest read of ``key`` (then the key is forgotten)."""
+        if self._latest.get(key) != ticket:
+            return False
+        del self._latest[key]
+        return True

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
 from pydsh.apps.web.errors import ApiError
+from pydsh.apps.web.fanout import Newest
 
 if TYPE_CHECKING:
     from pydsh.apps.web.hub import WebHub
@@ -90,9 +90,7 @@ class DeliveryFeed:
         """Sender session id -> the sessions it sent to (known once its list was read)."""
         self.last: dict[str, dict[str, Any]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._counter = itertools.count(1)
-        self._builds: dict[str, int] = {}
-        """Each sender's newest list read in flight: an older one that finishes after it is not sent."""
+        self._builds = Newest()
 
     def note(self, sender: str, view: dict[str, Any]) -> None:
         """Remember a list just read or sent, so later inbox changes of its targets refresh it."""
@@ -136,14 +134,13 @@ class DeliveryFeed:
         self._timers[sender] = asyncio.get_running_loop().call_later(FEED_INTERVAL_S, run)
 
     async def _send(self, sender: str) -> None:
-        build = self._builds[sender] = next(self._counter)
+        build = self._builds.take(sender)
         try:
             view = await delivery(self.hub, sender)
         except ApiError:
             return
-        if self._builds.get(sender) != build:
+        if not self._builds.newest(sender, build):
             return  # a newer read of this sender's list is under way: it sends
-        del self._builds[sender]
         if view != self.last.get(sender):
             self.note(sender, view)
             self.hub.streams.sessions_topic.publish(sender, ("messages", view, None))

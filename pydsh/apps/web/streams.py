@@ -4,7 +4,6 @@ stream, with projection, index, agent-tree and Team updates coalesced on short t
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydsh.agent.hooks import AGENT_DISPOSED, AGENT_STATUS, ASSISTANT_STREAM, AgentRef, AgentStatus, AssistantStream
 from pydsh.apps.web import memory
 from pydsh.apps.web.elide import for_page
-from pydsh.apps.web.fanout import Subscriber, Topic
+from pydsh.apps.web.fanout import Newest, Subscriber, Topic
 from pydsh.apps.web.messages import DeliveryFeed
 from pydsh.apps.web.team import lead_of, team_view
 from pydsh.apps.web.views import METER_KEYS
@@ -58,9 +57,7 @@ class Streams:
         """The last value sent of each projection key of each live session: unchanged values are not sent again."""
         self._dirty_index: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._agents_builds = itertools.count(1)
-        self._agents_latest: dict[str, int] = {}
-        """Each root's newest tree build in flight: an older build that finishes after it is not sent."""
+        self._agents_builds = Newest()
         self.deliveries = DeliveryFeed(hub)
 
     def listen(self) -> list[Disposer]:
@@ -256,14 +253,13 @@ class Streams:
             self.sessions_topic.publish(lead_id, ("team", team, None))
 
     def _spawn_agents(self, root: str) -> None:
-        build = self._agents_latest[root] = next(self._agents_builds)
+        build = self._agents_builds.take(root)
 
         async def send() -> None:
             from pydsh.apps.web.agents import agent_tree
 
             tree = await agent_tree(self.hub, root)
-            if self._agents_latest.get(root) == build:
-                del self._agents_latest[root]
+            if self._agents_builds.newest(root, build):
                 self.sessions_topic.publish(root, ("agents", {"root": tree}, None))
 
         task = asyncio.ensure_future(send())
