@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 
 import pytest
 
@@ -46,4 +47,24 @@ async def test_blocked_calls_overlap_up_to_the_size_and_a_cancelled_caller_leave
     release.set()
     assert await asyncio.wait_for(asyncio.gather(second, third), SAFETY_S) == ["done", "queued"]
     assert await workers.run(lambda: "after") == "after"
+    workers.close()
+
+
+async def test_a_thread_waiting_for_its_next_call_holds_nothing_of_the_last() -> None:
+    """The last call of a thread (a log batch of megabytes, bound into it) is freed once it has answered."""
+    workers = Workers(1)
+
+    class Batch:
+        def __call__(self) -> int:
+            return 7
+
+    batch = Batch()
+    gone = weakref.ref(batch)
+    assert await workers.run(batch) == 7
+    del batch
+    for _ in range(100):  # the thread lets go right after it has handed the outcome over
+        if gone() is None:
+            break
+        await asyncio.sleep(0.01)
+    assert gone() is None
     workers.close()

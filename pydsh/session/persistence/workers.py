@@ -49,14 +49,18 @@ class Workers:
 
     def _serve(self) -> None:
         while (item := self._calls.get()) is not None:
-            loop, future, call = item
-            try:
-                outcome: tuple[bool, Any] = (True, call())
-            except BaseException as exc:
-                outcome = (False, exc)
-            self._idle.release()  # before the caller learns the outcome, so its next call finds this thread idle
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, future, *outcome)
+            self._answer(*item)
+            del item  # a thread waiting for its next call holds nothing of the last (a 16 MB log batch, say)
+
+    def _answer(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], call: Callable[[], Any]) -> None:
+        """Run one call and hand its outcome to the caller's loop."""
+        try:
+            outcome: tuple[bool, Any] = (True, call())
+        except BaseException as exc:
+            outcome = (False, exc)
+        self._idle.release()  # before the caller learns the outcome, so its next call finds this thread idle
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, future, *outcome)
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
