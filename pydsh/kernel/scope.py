@@ -36,11 +36,13 @@ class ScopeTree:
             cur = self._parent.get(cur)
 
     def ancestors(self, key: object) -> frozenset[int]:
-        """Identity set (``id()``) of ``key`` and all its ancestors."""
+        """Identity set (``id()``) of ``key`` and all its ancestors. Only keys bound below a parent are
+        cached: an event about a scope already forgotten (its agent's disposal, say) must not keep it."""
         found = self._ancestors.get(key)
         if found is None:
             found = frozenset(id(k) for k in self.chain(key))
-            self._ancestors[key] = found
+            if key in self._parent:
+                self._ancestors[key] = found
         return found
 
     def bind(self, key: object, parent: object | None) -> None:

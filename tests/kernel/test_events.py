@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import weakref
 
 import pytest
 
@@ -175,6 +177,27 @@ async def test_scope_admission_rules() -> None:
     await agent_scope.dispose()
     k.ctx.emit(BARE, scope=agent)
     assert seen == ["untagged"]
+
+
+async def test_an_event_about_a_disposed_scope_does_not_keep_its_key() -> None:
+    """An agent's disposal is emitted in its own scope after that scope is gone: the kernel must not hold
+    the agent (and its whole session) from then on."""
+
+    class Key:
+        pass
+
+    k = Kernel()
+    parent, root, child = Key(), Key(), Key()
+    k.ctx.on(BARE, lambda: None)
+    for key, above in ((root, None), (child, parent)):
+        scope = create_scope(k.ctx, key, above)
+        k.ctx.emit(BARE, scope=key)
+        await scope.dispose()
+        k.ctx.emit(BARE, scope=key)
+    gone = [weakref.ref(root), weakref.ref(child)]
+    del root, child, scope, key
+    gc.collect()  # a scope and its context refer to each other
+    assert [ref() for ref in gone] == [None, None]
 
 
 def test_scope_cycles_rejected() -> None:
