@@ -23,6 +23,8 @@ T = TypeVar("T")
 _INITIATOR: contextvars.ContextVar[Agent | None] = contextvars.ContextVar("pydsh_initiator", default=None)
 
 Setup = Callable[[Context, Agent], Any]
+Keeper = Callable[[Agent], bool]
+"""Whether an idle agent has work ahead that needs it live (an armed reminder, a goal's next round)."""
 
 
 @dataclass
@@ -73,6 +75,7 @@ class AgentRegistry:
         self._agents: dict[str, Agent] = {}
         self._handles: dict[str, AgentHandle] = {}
         self._factory: AgentFactory | None = None
+        self._keepers: list[Keeper] = []
 
     def set_factory(self, ctx: Context, factory: AgentFactory) -> Disposer:
         self._factory = factory
@@ -117,6 +120,21 @@ class AgentRegistry:
 
     def get(self, agent_id: str) -> Agent | None:
         return self._agents.get(agent_id)
+
+    def add_keeper(self, ctx: Context, keeper: Keeper) -> Disposer:
+        """Hold idle agents live while ``keeper`` says so: a frontend that lets idle agents go asks
+        :meth:`kept` first. Unwinds with ``ctx``."""
+        self._keepers.append(keeper)
+
+        def remove() -> None:
+            if keeper in self._keepers:
+                self._keepers.remove(keeper)
+
+        return ctx.register(remove)
+
+    def kept(self, agent: Agent) -> bool:
+        """Whether a plugin needs ``agent`` live for work ahead."""
+        return any(keeper(agent) for keeper in self._keepers)
 
     def handle(self, agent_id: str) -> AgentHandle | None:
         return self._handles.get(agent_id)

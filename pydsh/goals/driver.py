@@ -204,4 +204,8 @@ def apply(ctx: Context, config: None) -> None:
     ctx.on(GOAL_CHANGED, driver.on_change)
     ctx.on(SESSION_EVENT, driver.on_event)
     ctx.on(PRE_STEP, driver.on_pre_step, name="goal-round-driver")
+    agents = ctx.get(AGENTS)
+    if agents is not None:
+        goals = driver.goals
+        agents.add_keeper(ctx, lambda agent: goals.armed(agent) and drivable(goals.get(agent)))
     ctx.effect(lambda: driver.stop)

@@ -61,6 +61,18 @@ class Agent:
         return self._closing is None and self.host.registry.get(self.session_id) is self.live
 
     @property
+    def releasable(self) -> bool:
+        """Whether closing the agent now loses nothing ahead: it is idle with nothing queued, no managed
+        descendant is resident, and no plugin keeps it live (an armed reminder, a goal's next round)."""
+        live = self.live
+        if not self.alive or live.status != "idle" or live.inbox.has_pending:
+            return False
+        subagents = self.host.ctx.get(SUBAGENTS)
+        if subagents is not None and subagents.descendants(self.session_id):
+            return False
+        return not self.host.registry.kept(live)
+
+    @property
     def events(self) -> list[Event]:
         """Every event of the session log so far (read-only envelopes)."""
         return list(self.session.events)

@@ -184,6 +184,7 @@ def apply(ctx: Context, config: None) -> None:
 
     ctx.on(AGENT_CREATED, on_created)
     ctx.on(AGENT_DISPOSED, on_disposed)
+    ctx.require(AGENTS).add_keeper(ctx, lambda agent: agent.id in service.timers)
     for agent in ctx.require(AGENTS).all():
         service.arm(agent)
     ctx.effect(lambda: service.dispose)

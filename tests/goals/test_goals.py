@@ -15,6 +15,7 @@ from pydsh.goals.command import INVALID, USAGE, missing, run_goal_command
 from pydsh.goals.driver import round_prompt
 from pydsh.goals.keys import GOALS
 from pydsh.host.agent import Agent as HostedAgent
+from pydsh.session.hooks import SESSION_EVENT
 from pydsh.subagents.keys import SUBAGENTS
 from pydsh.testing.hosts import scripted_host
 
@@ -119,8 +120,17 @@ async def test_the_round_budget_blocks_the_goal(tmp_path: Path) -> None:
     script.append({"text": "r2"})
     async with scripted_host(script, cwd=tmp_path) as host:
         agent = await host.create_agent()
+        kept_at_turn_ends: list[bool] = []
+
+        def on_event(session: Any, event: dict[str, Any]) -> None:
+            if event["type"] == "turn/end":
+                kept_at_turn_ends.append(host.registry.kept(agent.live))
+
+        host.ctx.on(SESSION_EVENT, on_event)
         await agent.run("start")
+        assert kept_at_turn_ends[0], "a frontend could let go of an agent before its goal's next round"
         await settled(agent, "blocked")
+        assert not host.registry.kept(agent.live)
         host.assert_consumed()  # type: ignore[attr-defined]
     blocked = changes(agent)[-1]
     assert blocked["operation"] == "block"

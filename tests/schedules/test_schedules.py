@@ -294,6 +294,9 @@ async def test_a_resumed_session_rearms_a_reminder_not_yet_due(tmp_path: Path) -
         await until(lambda: session_id in service(again).timers)
         (record,) = service(again).listed(handle.agent)
         assert (record["kind"], record["scheduledAt"]) == ("daily", "2030-05-06T07:30:00.000Z")
+        assert again.agents.kept(handle.agent), "a frontend could let go of an agent with an armed reminder"
+        service(again).delete(handle.agent, record["id"])
+        assert not again.agents.kept(handle.agent)
         await handle.dispose()
         assert session_id not in service(again).timers
     finally:

@@ -611,6 +611,20 @@ def test_batches_of_many_handles_are_compressed_one_at_a_time(tmp_path: Path) ->
         assert {zstandard.ZstdDecompressor().decompress(frame) for frame in frames} == {payload}
 
 
+def test_a_large_batch_leaves_no_compressor_workspace_behind(tmp_path: Path) -> None:
+    """A compressor keeps the workspace of the largest input it saw: the one the store keeps must only
+    ever see small batches, or a 5 MB answer's batch pins 10 MB for the life of the process."""
+    import zstandard
+
+    store = JsonlPersistence(tmp_path, compression="zstd")
+    large = os.urandom(1000).hex().encode() * 8000
+    small = b'{"type":"turn/end"}\n'
+    frames = [store.frame(small, True), store.frame(large, True), store.frame(small, True)]
+    assert [zstandard.ZstdDecompressor().decompress(f) for f in frames] == [small, large, small]
+    kept = store._compressor  # what the store holds on to is the point
+    assert kept is not None and kept.memory_size() < 2 * 1024 * 1024
+
+
 def test_zstd_frames_of_any_size_split_at_their_offsets_and_a_cut_last_frame_is_torn(tmp_path: Path) -> None:
     import zstandard
 

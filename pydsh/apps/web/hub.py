@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from pydsh.agent.registry import AgentRegistry
     from pydsh.contract.agent import Agent as LiveAgent
     from pydsh.host import Host
+    from pydsh.host.agent import Mode
+    from pydsh.host.run import Receipt
     from pydsh.kernel.fiber import Disposer
     from pydsh.session.log import SessionStore
 
@@ -181,10 +183,20 @@ class WebHub:
         blocks = web_images.blocks(text, images or [])
         prompt = await web_images.admitted(self.ctx, agent.live, blocks, self._selections.current(agent.live))
         try:
-            receipt = await agent.submit(prompt, mode="steer" if mode == "steer" else "queue", source=source)
+            receipt = await self._submit(agent, prompt, mode, source)
         except ValueError as exc:
             raise ApiError(409, "not_accepted", str(exc)) from None
         return {"messageId": receipt.message_id, "queued": receipt.queued, "acceptedAtSeq": receipt.accepted_at_seq}
+
+    async def _submit(self, agent: Agent, prompt: Any, mode: str, source: dict[str, Any]) -> Receipt:
+        """Queue or steer ``prompt``; an agent let go as idle since it was opened is resumed for it."""
+        queue_mode: Mode = "steer" if mode == "steer" else "queue"
+        try:
+            return await agent.submit(prompt, mode=queue_mode, source=source)
+        except HostError as exc:
+            if exc.code != "closed":
+                raise
+        return await (await self.open(agent.session_id)).submit(prompt, mode=queue_mode, source=source)
 
     async def unqueue(self, session_id: str, message_id: str) -> None:
         """Cancel a queued prompt in the inbox so it never runs (F27); an offline session is opened for it, since

@@ -34,8 +34,9 @@ INDEX_INTERVAL_S = 0.25
 TRIM_DELAY_S = 1.0
 """After a turn ends or a long read is dropped, freed memory goes back to the system this much later."""
 RELEASE_DELAY_S = 10.0
-"""How long a stored session's full read outlives its last stream: reading a 10,000-event log again, and
-letting the old read go, took a reopened page about twice as long as keeping it."""
+"""How long a session's memory outlives its last stream (or, unwatched, its last turn): a stored session's
+full read, a live root agent that is idle. Reading a 10,000-event log again, and letting the old read go,
+took a reopened page about twice as long as keeping it."""
 INDEX_EVENTS = frozenset({"turn/end", "turn/start", "session/title", "agent/inbox/spliced", "approval/decided"})
 PENDING_EVENTS = frozenset({"agent/inbox/spliced", "approval/asked", "approval/decided"})
 LIVE_KEYS = {"title", "todos", "goal", "sessionStats", "modelSelection", "permissionPreset", "schedules"}
@@ -105,8 +106,20 @@ class Streams:
             self._later(f"release:{session_id}", RELEASE_DELAY_S, lambda: self._release(session_id))
 
     def _release(self, session_id: str) -> None:
-        if not self.sessions_topic.has(session_id) and self.hub.views.release(session_id):
+        """Let go of what an unwatched session holds: a stored one's full read, a live root agent that is
+        idle with nothing ahead (its log is on disk; the next prompt or page resumes it)."""
+        if self.sessions_topic.has(session_id):
+            return
+        if self.hub.views.release(session_id):
             self.trim_soon()
+        agent = self.hub.host.agent(session_id)
+        if agent is not None and agent.releasable and not self.hub.stopping:
+            asyncio.ensure_future(agent.close()).add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Future[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("letting an idle session go failed", exc_info=task.exception())
+        self.trim_soon()
 
     def trim_soon(self) -> None:
         """Hand freed memory back to the system shortly (once for a burst of releases)."""
@@ -148,6 +161,8 @@ class Streams:
         self.mark_index(agent.id)
         if status == "idle":
             self.trim_soon()  # a turn's transient encodings (a 5 MB answer's, several times over) are freed
+            if not self.sessions_topic.has(agent.id):
+                self._later(f"release:{agent.id}", RELEASE_DELAY_S, lambda: self._release(agent.id))
         self.deliveries.target_status(agent.id)
         if agent.session.header.get("origin") == "subagent":
             self._mark_agents(agent.session)

@@ -763,7 +763,7 @@ class JsonlPersistence:
         self.compressed = compression == "zstd"
         self._handles: dict[str, JsonlHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._compressors: dict[int, zstandard.ZstdCompressor] = {}
+        self._compressor: zstandard.ZstdCompressor | None = None
         self._compressing = threading.Lock()
         self.workers = Workers(min(32, (os.cpu_count() or 1) + 4))
         """The threads of the log writes (as many as ``asyncio.to_thread``'s executor would use)."""
@@ -781,21 +781,22 @@ class JsonlPersistence:
     def frame(self, payload: bytes, compressed: bool) -> bytes:
         """``payload`` as written to a log of that encoding: itself, or one checksummed zstd frame.
 
-        Batches up to ``SMALL_BATCH`` bytes (nearly all of them) get ``SMALL_LEVEL``; larger ones a level
-        that keeps the flush barrier short. Handles write from worker threads and a compressor is not
-        thread-safe, so compressions take turns. ``zstandard`` is imported here, on the first compressed
-        write, to keep it off the start path.
+        Batches up to ``SMALL_BATCH`` bytes (nearly all of them) get ``SMALL_LEVEL`` from one kept
+        compressor; handles write from worker threads and a compressor is not thread-safe, so those take
+        turns. A larger batch gets a level that keeps the flush barrier short, from a compressor of its
+        own: a compressor keeps the workspace of the largest input it saw (10 MB after a 5 MB answer's
+        batch). ``zstandard`` is imported here, on the first compressed write, to keep it off the start path.
         """
         if not compressed:
             return payload
-        level = SMALL_LEVEL if len(payload) <= SMALL_BATCH else LARGE_LEVEL
-        with self._compressing:
-            compressor = self._compressors.get(level)
-            if compressor is None:
-                import zstandard
+        import zstandard
 
-                compressor = self._compressors[level] = zstandard.ZstdCompressor(level=level, write_checksum=True)
-            return compressor.compress(payload)
+        if len(payload) > SMALL_BATCH:
+            return zstandard.ZstdCompressor(level=LARGE_LEVEL, write_checksum=True).compress(payload)
+        with self._compressing:
+            if self._compressor is None:
+                self._compressor = zstandard.ZstdCompressor(level=SMALL_LEVEL, write_checksum=True)
+            return self._compressor.compress(payload)
 
     def track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)

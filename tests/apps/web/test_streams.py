@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pydsh.agent.keys import AGENTS
 from pydsh.apps.web import streams as streams_module
 from pydsh.apps.web.fanout import Subscriber
 from pydsh.apps.web.sse import stream_frames
@@ -174,6 +175,39 @@ async def test_a_stored_sessions_full_read_is_kept_while_watched_and_bounded(
     assert views.kept() == others[-READ_CACHE:]
     for each in streams:
         each.cancel()
+
+
+async def test_an_idle_session_nobody_watches_is_let_go_and_the_next_prompt_resumes_it(
+    web: Web, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that runs for days must not keep every session it ever ran: a root agent that is idle with
+    nothing ahead and no stream open goes a moment after its turn (its log is on disk). A watched one stays,
+    and so does one a plugin keeps (an armed reminder, a goal's next round)."""
+    monkeypatch.setattr(streams_module, "RELEASE_DELAY_S", 0.3)
+    host, topic = web.server.hub.host, web.server.hub.streams.sessions_topic
+    sid = (await web.new_session("first"))["session"]["sessionId"]
+    await web.idle(sid)
+    await until(lambda: host.agent(sid) is None)
+    response = await web.post(f"/api/sessions/{sid}/prompt", {"text": "second", "mode": "queue"})
+    assert response.status_code == 202, response.text
+    await web.idle(sid)
+    assert [e["type"] for e in host.agent(sid).events].count("turn/end") == 2
+
+    watching = asyncio.ensure_future(read_stream(web, sid, lambda frames: False))
+    await until(lambda: topic.has(sid))
+    await asyncio.sleep(0.6)
+    assert host.agent(sid) is not None, "a session the page shows was let go"
+    keep = True
+    web.host.ctx.require(AGENTS).add_keeper(web.host.ctx, lambda agent: keep and agent.id == sid)
+    watching.cancel()
+    await until(lambda: not topic.has(sid))
+    await asyncio.sleep(0.6)
+    assert host.agent(sid) is not None, "a session a plugin keeps was let go"
+    keep = False
+    await web.post(f"/api/sessions/{sid}/prompt", {"text": "third", "mode": "queue"})
+    await web.idle(sid)
+    await until(lambda: host.agent(sid) is None)
+    assert (await web.client.get(f"/api/sessions/{sid}")).json()["session"]["status"] == "offline"
 
 
 def gated(gates: list[asyncio.Event], answer: Callable[[str, int], dict[str, Any]]) -> Any:
