@@ -181,6 +181,9 @@ class EventBus:
         fns = self.admitted(event, scope)
         if not fns:
             return
+        if len(fns) == 1:  # the common case (one flush listener per barrier): no task, no gathering future
+            await _call_async(fns[0], args)
+            return
         results = await asyncio.gather(*(_call_async(fn, args) for fn in fns), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
