@@ -492,6 +492,8 @@ class JsonlHandle:
         leave a batch both written and still buffered (which would write it twice)."""
         task = self._writer
         if task is None or task.done():
+            if not self._buffer:
+                return  # everything appended is on disk already (a barrier right after another)
             task = self._writer = asyncio.get_running_loop().create_task(self._write_buffer())
         await asyncio.shield(task)
 
