@@ -669,6 +669,28 @@ async def test_sessions_spread_over_a_few_pools_each_keeping_to_its_own() -> Non
     assert clients.get(None) is clients.get(None)
 
 
+async def test_the_pools_of_tls_endpoints_load_the_ca_bundle_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the CA bundle takes about 90 ms: the adapter's many pools share one TLS context."""
+    import ssl
+
+    loaded: list[ssl.SSLContext] = []
+    create = httpx.create_ssl_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        loaded.append(create(*args, **kwargs))
+        return loaded[-1]
+
+    monkeypatch.setattr(httpx, "create_ssl_context", counted)
+    http.tls_context.cache_clear()
+    clients = [http.make_client(1000, 1000, ["https://api.deepseek.com"]) for _ in range(3)]
+    assert len(loaded) == 1
+    plain = http.make_client(1000, 1000, ["http://127.0.0.1:9"])
+    assert len(loaded) == 1, "a plain-HTTP endpoint loaded the CA bundle"
+    for client in [*clients, plain]:
+        await client.aclose()
+    http.tls_context.cache_clear()
+
+
 async def test_no_cookie_a_provider_sets_is_sent_back() -> None:
     """The reference's ``fetch`` keeps no cookie jar; neither do the model clients."""
     seen: list[httpx.Request] = []
