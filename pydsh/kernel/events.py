@@ -143,8 +143,16 @@ class EventBus:
             return []
         if scope is None:
             return [e.fn for e in entries if e.tag is None or e.global_]
-        ancestors = self.scopes.ancestors(scope)
-        return [e.fn for e in entries if e.tag is None or e.global_ or id(e.tag) in ancestors]
+        admitted: list[Callable[..., Any]] = []
+        ancestors: frozenset[int] | None = None  # only a scoped listener needs them (most events have none)
+        for e in entries:
+            if e.tag is not None and not e.global_:
+                if ancestors is None:
+                    ancestors = self.scopes.ancestors(scope)
+                if id(e.tag) not in ancestors:
+                    continue
+            admitted.append(e.fn)
+        return admitted
 
     def has_listeners(self, event: Event) -> bool:
         return bool(self._listeners.get(event))
