@@ -52,3 +52,13 @@ def trim() -> None:
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def collect() -> None:
+    """Free what a closed session left in reference cycles (its agent, scopes and contexts refer to each
+    other, about 10 MB after a 5 MB answer) and hand the pages back; a full collection takes tens of ms,
+    so it runs after a session is let go, not after every turn."""
+    import gc
+
+    gc.collect()
+    trim()

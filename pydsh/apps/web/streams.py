@@ -119,7 +119,7 @@ class Streams:
     def _closed(self, task: asyncio.Future[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             log.warning("letting an idle session go failed", exc_info=task.exception())
-        self.trim_soon()
+        self._later("collect", TRIM_DELAY_S, memory.collect)
 
     def trim_soon(self) -> None:
         """Hand freed memory back to the system shortly (once for a burst of releases)."""

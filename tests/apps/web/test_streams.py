@@ -184,10 +184,16 @@ async def test_an_idle_session_nobody_watches_is_let_go_and_the_next_prompt_resu
     nothing ahead and no stream open goes a moment after its turn (its log is on disk). A watched one stays,
     and so does one a plugin keeps (an armed reminder, a goal's next round)."""
     monkeypatch.setattr(streams_module, "RELEASE_DELAY_S", 0.3)
+    monkeypatch.setattr(streams_module, "TRIM_DELAY_S", 0.05)
+    collected: list[bool] = []
+    monkeypatch.setattr(streams_module.memory, "collect", lambda: collected.append(True))
     host, topic = web.server.hub.host, web.server.hub.streams.sessions_topic
     sid = (await web.new_session("first"))["session"]["sessionId"]
     await web.idle(sid)
     await until(lambda: host.agent(sid) is None)
+    await until(
+        lambda: collected
+    )  # what the closed session left in reference cycles is freed, not kept till a full pass
     response = await web.post(f"/api/sessions/{sid}/prompt", {"text": "second", "mode": "queue"})
     assert response.status_code == 202, response.text
     await web.idle(sid)
