@@ -206,6 +206,5 @@ def apply(ctx: Context, config: None) -> None:
     ctx.on(PRE_STEP, driver.on_pre_step, name="goal-round-driver")
     agents = ctx.get(AGENTS)
     if agents is not None:
-        goals = driver.goals
-        agents.add_keeper(ctx, lambda agent: goals.armed(agent) and drivable(goals.get(agent)))
+        agents.add_keeper(ctx, lambda agent: drivable(driver.goals.get(agent)))  # drivable: active and armed here
     ctx.effect(lambda: driver.stop)

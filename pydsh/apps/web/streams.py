@@ -102,6 +102,10 @@ class Streams:
         """End a stream; once the last one of a stored session has been closed for :data:`RELEASE_DELAY_S`,
         its full read goes (a page reloaded, or a user flipping back to the session, finds it kept)."""
         self.sessions_topic.remove(session_id, sub)
+        self._release_soon(session_id)
+
+    def _release_soon(self, session_id: str) -> None:
+        """Let go of the session's memory :data:`RELEASE_DELAY_S` from now, unless a stream watches it then."""
         if not self.sessions_topic.has(session_id):
             self._later(f"release:{session_id}", RELEASE_DELAY_S, lambda: self._release(session_id))
 
@@ -161,8 +165,7 @@ class Streams:
         self.mark_index(agent.id)
         if status == "idle":
             self.trim_soon()  # a turn's transient encodings (a 5 MB answer's, several times over) are freed
-            if not self.sessions_topic.has(agent.id):
-                self._later(f"release:{agent.id}", RELEASE_DELAY_S, lambda: self._release(agent.id))
+            self._release_soon(agent.id)
         self.deliveries.target_status(agent.id)
         if agent.session.header.get("origin") == "subagent":
             self._mark_agents(agent.session)
