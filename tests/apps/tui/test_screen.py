@@ -273,6 +273,9 @@ async def test_a_burst_of_updates_shows_a_running_list_then_its_newest_cards(tui
         assert "… glob  *119.md  running" in t.screen()
         await t.until(lambda: not t.app.main.query_one("#burst").display, "the burst to end")
         await t.shows("… glob  *119.md  running")
+        await t.until(
+            lambda: len(t.app.views) > 2, "the newest cards to be mounted"
+        )  # the list line shows that text too
         assert len(t.app.views) == 60
         assert t.app.first == len(t.app.feed.blocks) - 60
 
