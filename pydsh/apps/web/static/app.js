@@ -21,10 +21,10 @@ import { UsageFooter } from "./usage.js";
 
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
 const zone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
-/** Live events are gathered for BATCH_MS, then applied SLICE_MS at a time, one slice per animation frame: each
- * drawn frame costs a fixed share of style, layout and paint, so fewer, fuller frames keep a burst from blocking. */
+/** Live events are gathered for BATCH_MS, then applied SLICE_MS at a time, one slice per animation frame: the
+ * cards a slice adds cost several times its length in style and layout in the same frame, so slices stay short. */
 const BATCH_MS = 50;
-const SLICE_MS = 12;
+const SLICE_MS = 6;
 const uuid = () => (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(16).slice(2)}`);
 
 /** Show a one-line message in the toast and the polite live region. */

@@ -10,8 +10,9 @@ import { setDeliveries } from "./toolcards/agent.js";
 import { setCwd } from "./toolcards/common.js";
 import { tally, toolCard } from "./toolcards/index.js";
 
-/** Work items per chunk: chunks off screen skip style, layout and paint, so a turn of 1,500 calls stays cheap. */
-const CHUNK_ITEMS = 50;
+/** Work items per chunk: chunks off screen skip style, layout and paint, and a frame lays out only the few new
+ * ones near the screen (chunks of 50 made every new chunk a full layout), so a turn of 1,500 calls stays cheap. */
+const CHUNK_ITEMS = 10;
 const OUTCOME_LINES = { "allowed-once": "Allowed once", rejected: "Rejected", cancelled: "Approval cancelled", unavailable: "Approval unavailable" };
 
 /** One turn's DOM and counters. */
@@ -60,7 +61,7 @@ class TurnView {
   expand(open) {
     if (!this.work) return;
     this.work.toggle.setAttribute("aria-expanded", String(open));
-    this.work.items.hidden = !open;
+    this.work.items.classList.toggle("folded", !open);
   }
 
   /** Update the group title: "Working for Ns" while running, then the outcome and a summary. */

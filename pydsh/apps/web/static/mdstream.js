@@ -6,11 +6,11 @@
 import { h } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 
-/** Milliseconds of rendering per animation frame: a short slice while the backlog is small, a longer one while
- * it is large. Every drawn frame costs style, layout and paint of the whole answer's outline, so a big backlog
- * is drawn in fewer, fuller frames (a 5 MB answer used to trail the server by a minute at 5 ms a frame). */
+/** Milliseconds of rendering per animation frame: a short slice while the backlog is small, a slightly longer
+ * one while it is large. Each millisecond of new blocks costs two to five of style and layout in the same
+ * frame, so a longer backlog slice (12 ms) made 60-80 ms frames. */
 const SLICE_MS = 5;
-const BACKLOG_SLICE_MS = 12;
+const BACKLOG_SLICE_MS = 6;
 /** Finished blocks waiting beyond this count as a big backlog. */
 const BACKLOG_BLOCKS = 200;
 /** Characters of received text handed to the block scan at a time: the text waits in its pieces until then, so
@@ -20,9 +20,10 @@ const FEED = 64 * 1024;
 const BIG_OPEN_BLOCK = 16 * 1024;
 const FENCE = /^\s*(```|~~~)/;
 /** Blocks per chunk and chunks per shelf: chunks and shelves off screen skip style, layout and paint, and the
- * answer's outline holds shelves, not thousands of chunks, so a 5 MB answer stays cheap to draw per frame. */
-const CHUNK_BLOCKS = 40;
-const SHELF_CHUNKS = 8;
+ * answer's outline holds shelves, not thousands of chunks, so a 5 MB answer stays cheap to draw per frame.
+ * Chunks are small because a new chunk near the screen is laid out whole in the frame it appears. */
+const CHUNK_BLOCKS = 8;
+const SHELF_CHUNKS = 40;
 
 /** Blocks longer than this show as plain wrapped text: a model's megabyte without a blank line would block the
  * page while parsed as Markdown, and is no formatted prose anyway. */
