@@ -62,7 +62,6 @@ def test_tool_heavy_turn_never_blocks_and_keeps_up(web, browse):
     assert "All files read." in page.locator("#conversation .turn-end").locator("..").inner_text()
     assert lag < FINISH_LAG_S, f"the page showed the turn's end {lag:.2f} s after the server ended it"
     longest = probe.longest_task_ms()
-    print(f"longest task {longest:.0f} ms")
     assert longest < LONGEST_TASK_MS, f"a main-thread task took {longest:.0f} ms"
 
 
@@ -95,7 +94,6 @@ def test_a_5_mb_streamed_answer_keeps_the_page_small(web, browse):
     send(page, "Write a 5 MB answer.")
     probe.wait_finished(timeout=300)
     longest = probe.longest_task_ms()
-    print(f"longest task {longest:.0f} ms")
     assert longest < LONGEST_TASK_MS, f"a main-thread task took {longest:.0f} ms"
     last = text.count("## Step") - 1
     shelf = page.locator("#conversation .answer .md-shelf").last
