@@ -244,6 +244,23 @@ export class MarkdownView {
 /** Each shelf by its element, for the watch's entries. */
 const SHELVES = new WeakMap();
 
+/** Shelves waiting to let their nodes go, one per animation frame: the watch's first report names every full
+ * shelf at once, and removing sixteen shelves' nodes in one task blocked the page for over 100 ms. */
+const LETTING_GO = new Set();
+
+function letGoSoon(shelf) {
+  if (!LETTING_GO.size) window.requestAnimationFrame(letGoNext);
+  LETTING_GO.add(shelf);
+}
+
+function letGoNext() {
+  const [shelf] = LETTING_GO;
+  if (!shelf) return;
+  LETTING_GO.delete(shelf);
+  shelf.letGo();
+  if (LETTING_GO.size) window.requestAnimationFrame(letGoNext);
+}
+
 /** Up to SHELF_CHUNKS chunks of rendered blocks, with the blocks' text so its nodes can be let go and drawn
  * again; a let-go shelf keeps its height, so the answer's length and the scroll position do not move. */
 class Shelf {
@@ -252,20 +269,28 @@ class Shelf {
     SHELVES.set(this.el, this);
     this.blocks = [];
     this.dry = false;
+    /** Whether the watch last saw it near the screen, and its height then (kept when its nodes go). */
+    this.near = true;
+    this.height = 0;
     /** Bumped when the shelf is let go, so a redraw still running across frames stops. */
     this.generation = 0;
   }
 
   /** The watch saw the shelf enter or leave the area near the screen. */
   seen(near, height) {
-    if (!near && !this.dry && height > 0) this.letGo(height);
-    else if (near && this.dry) this.redraw();
+    this.near = near;
+    if (!near && !this.dry && height > 0) {
+      this.height = height;
+      letGoSoon(this);
+    } else if (near && this.dry) this.redraw();
   }
 
-  letGo(height) {
+  /** Let the nodes go (still far from the screen): its height is kept so nothing below it moves. */
+  letGo() {
+    if (this.near || this.dry) return;
     this.dry = true;
     this.generation++;
-    this.el.style.height = `${height}px`;
+    this.el.style.height = `${this.height}px`;
     this.el.replaceChildren();
   }
 
