@@ -284,6 +284,11 @@ def heavy_tour(home: Path, workspace: Path, session_id: str, runs: int) -> dict[
     return out
 
 
+def task_ms(longest: float) -> str:
+    """The longest task for printing: the ``longtask`` observer reports only tasks of 50 ms or more."""
+    return f"{longest:7.0f} ms" if longest else "   < 50 ms"
+
+
 def workspace_in(root: Path) -> Path:
     workspace = root / "work"
     workspace.mkdir(parents=True, exist_ok=True)
@@ -326,10 +331,10 @@ def main() -> None:
         return
     tour = heavy_tour(home, workspace, session_id, args.runs)
     longest, lag = tour["tools"]
-    print(f"live 1,500-tool-call turn: longest task {longest:7.0f} ms  (target ≤ 100 ms)")
+    print(f"live 1,500-tool-call turn: longest task {task_ms(longest)}  (target ≤ 100 ms)")
     print(f"  page finished after the server  {lag * 1000:7.0f} ms  (target ≤ 1000 ms)")
     longest, lag = tour["answer"]
-    print(f"5 MB streamed answer: longest task {longest:7.0f} ms  (target ≤ 100 ms)")
+    print(f"5 MB streamed answer: longest task {task_ms(longest)}  (target ≤ 100 ms)")
     print(f"  page finished after the server  {lag * 1000:7.0f} ms")
     painted = tour["painted"]
     print(
