@@ -189,6 +189,22 @@ def wait_for(predicate: Any, timeout: float = 20.0, message: str = "condition") 
         time.sleep(0.05)
 
 
+def unfold(page: Any, nth: int = 0) -> None:
+    """Open the `nth` finished turn's work details; clicks again if the page scrolled the toggle away mid-click,
+    then waits two frames: a chunk of cards (content-visibility: auto) has no rendered text before the first
+    frame decides it is on screen."""
+    toggle = page.locator(".work-toggle").nth(nth)
+
+    def opened() -> bool:
+        if toggle.get_attribute("aria-expanded") == "true":
+            return True
+        toggle.click()
+        return toggle.get_attribute("aria-expanded") == "true"
+
+    wait_for(opened, message="the work details open")
+    page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     """Decode an 8-bit RGB/RGBA PNG into rows of pixel bytes (enough for Chromium's screenshots)."""
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

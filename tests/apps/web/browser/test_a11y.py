@@ -6,7 +6,7 @@ from typing import Any
 
 from axe_playwright_python.sync_playwright import Axe
 
-from tests.apps.web.browser.harness import wait_for
+from tests.apps.web.browser.harness import unfold, wait_for
 from tests.apps.web.browser.test_cards import ESCALATE
 from tests.apps.web.browser.test_chat import send
 from tests.apps.web.browser.test_tools import tool_script
@@ -44,7 +44,7 @@ def test_t19_axe_finds_no_serious_violation_in_either_theme(web, browse):
     found = serious(page, "home (light)")
     send(page, "Use every file tool")
     page.locator(".turn-end").wait_for()
-    page.locator(".work-toggle").click()
+    unfold(page)
     page.locator(".tool-card[data-tool=bash] .tool-head").click()
     page.locator(".tool-card[data-tool=edit] .tool-head").click()
     found += scan_session(page, "light")
@@ -59,7 +59,7 @@ def test_t19_axe_finds_no_serious_violation_in_either_theme(web, browse):
     found += serious(dark, "approval (dark)")
     dark.locator(".approval-card").get_by_role("button", name="Allow once").click()
     dark.locator(".turn-end").nth(1).wait_for()
-    dark.locator(".work-toggle").first.click()
+    unfold(dark)
     dark.locator(".tool-card[data-tool=edit] .tool-head").click()
     found += scan_session(dark, "dark")
     assert not found, "\n".join(found)

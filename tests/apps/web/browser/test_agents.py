@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.apps.web.browser.harness import screenshot, wait_for
+from tests.apps.web.browser.harness import screenshot, unfold, wait_for
 from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
 
@@ -165,7 +165,7 @@ def test_send_card_shows_a_selectable_message_id_live_state_and_plugin_toggles(w
     wait_for(lambda: page.evaluate("location.hash.split('/').pop()") not in ("", b_id), message="session A opened")
     a_id = page.evaluate("decodeURIComponent(location.hash.split('/').pop())")
     page.locator(".turn-end").wait_for()
-    page.locator(".work-toggle").click()
+    unfold(page)
     card = page.locator(".tool-card[data-tool=send_agent_message]")
     wait_for(lambda: card.locator(".tool-summary").inner_text().endswith("· claimed"), message="claimed pushed live")
     assert [u for u in fetched if a_id in u] == [f"{server.origin}/api/sessions/{a_id}/messages"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from playwright.sync_api import Error as PlaywrightError
 
-from tests.apps.web.browser.harness import screenshot, wait_for
+from tests.apps.web.browser.harness import screenshot, unfold, wait_for
 from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
 from tests.apps.web.browser.test_tools import expand, tool_script
@@ -29,7 +29,7 @@ def test_the_shell_never_scrolls_with_a_diff_card(web, browse):
     page = browse(server).page
     send(page, "\n".join(f"Line {n} of a prompt taller than the window" for n in range(60)))
     page.wait_for_selector(".turn-end")
-    page.locator(".work-toggle").click()
+    unfold(page)
     diff = expand(page, "edit").locator("table.diff")
     diff.wait_for()
     assert diff.locator("caption").count() == 1
@@ -155,7 +155,7 @@ def test_every_action_is_reachable_by_tap_on_a_phone(web, browse):
     page = browse(server, **PHONE).page
     every_action_by_tap(page, touch=True, name="phone")
     press(page, "#tab-chat", True)
-    page.locator(".work-toggle").click()
+    unfold(page)
     expand(page, "edit")
     assert shell_extent(page) == (0, 0)
     found = serious(page, "phone chat")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.apps.web.browser.harness import screenshot, wait_for
+from tests.apps.web.browser.harness import screenshot, unfold, wait_for
 from tests.apps.web.browser.test_a11y import serious
 from tests.apps.web.browser.test_chat import send
 from tests.apps.web.browser.test_tools import card, expand
@@ -83,7 +83,7 @@ def test_terminal_colours_render_and_escapes_never_show(web, browse):
     send(page, "Print colours")
     answer = answer_of(page)
     assert answer.inner_text() == "Found green text."
-    page.locator(".work-toggle").click()
+    unfold(page)
     out = expand(page, "bash").locator(".tool-output")
     assert out.inner_text().strip() == "red plain green"
     assert out.locator(".ansi-red").inner_text() == "red"
@@ -105,7 +105,7 @@ def test_bidi_controls_show_as_markers_in_chat_tool_output_and_file_names(web, b
     answer = answer_of(page)
     assert answer.inner_text() == f"Wrote {shown}."
     assert page.locator(".bubble").inner_text() == f"Save {shown}"
-    page.locator(".work-toggle").click()
+    unfold(page)
     summary = card(page, "write").locator(".tool-summary")
     wait_for(lambda: shown in summary.inner_text(), message="the write card's file name")
     assert expand(page, "bash").locator(".tool-output").inner_text().strip() == shown

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.apps.web.browser.harness import screenshot, wait_for
+from tests.apps.web.browser.harness import screenshot, unfold, wait_for
 from tests.apps.web.browser.test_chat import send
 
 
@@ -109,7 +109,7 @@ def test_t6_trajectory_rows_inspector_and_inspect(web, browse):
     screenshot(page, "trajectory")
     seq = page.locator(".traj-row.selected").get_attribute("data-seq")
     page.locator("#tab-chat").click()
-    page.locator(".work-toggle").click()
+    unfold(page)
     expand(page, "bash").get_by_role("button", name="Inspect").click()
     wait_for(lambda: page.locator("#panel-trajectory").is_visible(), message="trajectory shown")
     assert page.locator(".traj-row.selected").get_attribute("data-seq") == seq

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.apps.web.browser.harness import PROVIDERS, WebServer, screenshot, wait_for
+from tests.apps.web.browser.harness import PROVIDERS, WebServer, screenshot, unfold, wait_for
 from tests.apps.web.browser.test_agents import DEPTH_2, TREE, open_tree
 from tests.apps.web.browser.test_chat import send
 from tests.apps.web.browser.test_composer import slow_text
@@ -67,7 +67,7 @@ def test_tool_cards_say_what_ran_and_how_it_ended(web, browse):
     page = browse(server).page
     send(page, "Run the tools")
     page.locator(".turn-end").wait_for()
-    page.locator(".work-toggle").click()
+    unfold(page)
     wait_for(lambda: page.locator(".tool-card .status").count() == 3, message="three tool cards")
     failing, long, grep = page.locator(".tool-card").all()
     assert failing.get_attribute("data-status") == "error"
