@@ -5,11 +5,17 @@ Frames leave through one :class:`FrameWriter` (one ``write`` per frame, in call 
 for the client, so a client that stops reading cannot hang a response or a teardown. Instead, every
 model stream of the process starts, and pulls each chunk, only while the client keeps up
 (:func:`pace_model_streams`), so a slow reader slows the turns down rather than growing the process.
+
+Requests jump the queue: a chunk read from stdin, the task reading it and the tasks serving its requests
+run before the callbacks already waiting (:func:`call_first_threadsafe`, :func:`hurry`), so a process
+stepping hundreds of sessions still answers a cheap request within one callback's time, not after every
+session's pending step (decision 0025).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import sys
 import threading
@@ -157,36 +163,94 @@ class FrameWriter:
 class StdinReader:
     """Blocking reads of fd 0 on a thread, handed to the loop at most a few chunks ahead of the consumer
     (works for pipes, terminals and files alike); started when the frontend's row activates, so bytes a
-    client wrote early wait in the pipe rather than being lost."""
+    client wrote early wait in the pipe rather than being lost. A chunk and the task reading it run ahead
+    of the callbacks already waiting."""
 
     def __init__(self) -> None:
         self._inbound: asyncio.Queue[bytes] = asyncio.Queue()
         self._slots = threading.Semaphore(READ_AHEAD_CHUNKS)
+        self._reader: asyncio.Task[Any] | None = None
+        self._read: collections.deque[bytes] = collections.deque()
+        """Chunks the thread read, in order, not handed to the queue yet (a later delivery takes them all)."""
         loop = asyncio.get_running_loop()
-        args = (loop, self._inbound, self._slots)
-        threading.Thread(target=_read_stdin, args=args, name="pydsh-stdin", daemon=True).start()
+        threading.Thread(target=self._read_stdin, args=(loop,), name="pydsh-stdin", daemon=True).start()
 
     async def read(self) -> bytes:
         """The next chunk of stdin (``b""`` at end of input)."""
-        chunk = await self._inbound.get()
+        self._reader = asyncio.current_task()
+        try:
+            chunk = await self._inbound.get()
+        finally:
+            self._reader = None
         self._slots.release()
         return chunk
 
+    def _deliver(self) -> None:
+        """On the loop: queue the chunks read so far, in order, and let the task waiting for them run next."""
+        while self._read:
+            self._inbound.put_nowait(self._read.popleft())
+        if self._reader is not None:
+            hurry(self._reader)
 
-def _read_stdin(loop: asyncio.AbstractEventLoop, inbound: asyncio.Queue[bytes], slots: threading.Semaphore) -> None:
-    """Blocking reads of fd 0 handed to the loop, each after a free read-ahead slot; ``b""`` marks end of input."""
-    while True:
-        slots.acquire()
-        try:
-            chunk = os.read(0, READ_CHUNK)
-        except OSError:
-            chunk = b""
-        try:
-            loop.call_soon_threadsafe(inbound.put_nowait, chunk)
-        except RuntimeError:
+    def _read_stdin(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Blocking reads of fd 0 handed to the loop, each after a free read-ahead slot; ``b""`` marks end of input."""
+        while True:
+            self._slots.acquire()
+            try:
+                chunk = os.read(0, READ_CHUNK)
+            except OSError:
+                chunk = b""
+            self._read.append(chunk)
+            try:
+                call_first_threadsafe(loop, self._deliver)
+            except RuntimeError:
+                return
+            if not chunk:
+                return
+
+
+def _ready_callbacks(loop: asyncio.AbstractEventLoop) -> collections.deque[asyncio.Handle] | None:
+    """The loop's queue of callbacks ready to run, where asyncio's own loops keep it (not public API: other
+    loops get ``None`` and plain FIFO scheduling)."""
+    ready = getattr(loop, "_ready", None)
+    return ready if isinstance(ready, collections.deque) else None
+
+
+def _wake() -> None:
+    """Nothing: scheduled from another thread only to wake a loop waiting in ``select``."""
+
+
+def call_first_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
+    """``loop.call_soon_threadsafe(callback, *args)``, but run before the callbacks already waiting (right after
+    the one running), and so before one scheduled this way earlier: ``callback`` must not depend on that order.
+    ``RuntimeError`` once the loop is closed, as ``call_soon_threadsafe``."""
+    ready = _ready_callbacks(loop)
+    if ready is None or loop.is_closed():
+        loop.call_soon_threadsafe(callback, *args)
+        return
+    ready.appendleft(asyncio.Handle(callback, args, loop))
+    loop.call_soon_threadsafe(_wake)
+
+
+def hurry(*tasks: asyncio.Task[Any]) -> None:
+    """Move the tasks' next steps ahead of the callbacks already waiting, keeping their order, when they are
+    the newest ones scheduled, in this order (right after the tasks were created or woken); else leave the
+    order alone."""
+    ready = _ready_callbacks(tasks[0].get_loop()) if tasks else None
+    if ready is None:
+        return
+    moved: list[asyncio.Handle] = []
+    for task in reversed(tasks):
+        if not ready or _task_of(ready[-1]) is not task:
+            ready.extend(reversed(moved))  # not the newest (another thread scheduled one): put back
             return
-        if not chunk:
-            return
+        moved.append(ready.pop())
+    ready.extendleft(moved)
+
+
+def _task_of(handle: asyncio.Handle) -> object:
+    """The task whose step or wake-up ``handle`` runs (``None`` for other callbacks)."""
+    return getattr(getattr(handle, "_callback", None), "__self__", None)
 
 
 def pace_model_streams(ctx: Context, writer: FrameWriter) -> Disposer:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydsh import __version__
 from pydsh.agent.keys import AGENTS, WORKING_DIRECTORY
 from pydsh.apps.sdk.notify import Notifier, error_message
-from pydsh.apps.stdio import FrameWriter, StdinReader, pace_model_streams
+from pydsh.apps.stdio import FrameWriter, StdinReader, hurry, pace_model_streams
 from pydsh.host import Agent, AgentSpec, HostError
 from pydsh.host.workspace import check_workspace
 from pydsh.kernel.config import BaseModel, ConfigDict, field_validator
@@ -189,27 +189,30 @@ class SdkServer:
                     self._receive(line)
                 self.on_input_closed()
                 return
-            for line in splitter.feed(chunk):
-                self._receive(line)
+            # served ahead of the session steps already waiting, in the order sent: a cheap request is
+            # answered at once however many sessions are stepping
+            hurry(*[task for line in splitter.feed(chunk) if (task := self._receive(line)) is not None])
 
-    def _receive(self, line: bytes) -> None:
+    def _receive(self, line: bytes) -> asyncio.Task[None] | None:
+        """Start serving one request line (``None`` for a line that is no request)."""
         message = decode_line(line)
         if not isinstance(message, dict):
-            return
+            return None
         rid, method = message.get("id"), message.get("method")
         if not is_request_id(rid) or not isinstance(method, str):
-            return
+            return None
         answer_id = echo_id(rid)
         if answer_id is None:
             print(f"pydsh: sdk: ignored a request whose id JSON cannot carry back: {rid!r}", file=sys.stderr)
-            return
+            return None
         params = message.get("params")
-        self._spawn(self._serve(answer_id, method, params if isinstance(params, dict) else {}))
+        return self._spawn(self._serve(answer_id, method, params if isinstance(params, dict) else {}))
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _serve(self, rid: str | float, method: str, params: dict[str, Any]) -> None:
         if method == "shutdown":
