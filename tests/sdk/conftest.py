@@ -8,6 +8,7 @@ every stdout line either client read, so each case can check the stream is pure 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -250,6 +251,7 @@ class Raw:
         self.stderr: list[bytes] = []
         self._cond = threading.Condition()
         self._eof = False
+        self._inits = itertools.count(1)
         threading.Thread(target=self._read, daemon=True).start()
         self._stderr_reader = threading.Thread(target=self._read_err, daemon=True)
         self._stderr_reader.start()
@@ -320,7 +322,8 @@ class Raw:
 
     def initialize(self, **params: Any) -> dict[str, Any]:
         full = {"cwd": str(self.ws), "provider": "deepseek-official", "model": "deepseek-v4-flash", **params}
-        return self.request("init", "initialize", full)
+        # a fresh id each time: waiting for "init" again would find the first answer and not wait at all
+        return self.request(f"init-{next(self._inits)}", "initialize", full)
 
     def close_stdin(self) -> None:
         assert self.proc.stdin is not None
