@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import sys
 import threading
@@ -35,6 +36,9 @@ READ_CHUNK = 1 << 16
 READ_AHEAD_CHUNKS = 16
 OUTBOUND_HIGH_WATER = 1 << 20
 OUTBOUND_LOW_WATER = 1 << 18
+PIPE_SIZE = 1 << 20
+"""Bytes the frame pipe holds (Linux; 64 KiB by default): the loop writes at most this much per turn of a
+busy loop, so a small pipe let frames back up behind hundreds of stepping sessions."""
 
 
 def take_stdout() -> tuple[int, Callable[[], None]]:
@@ -87,6 +91,14 @@ class _PipeProtocol(asyncio.Protocol):
         self._on_lost()
 
 
+def widen_pipe(fd: int) -> None:
+    """Ask for a PIPE_SIZE pipe buffer where the system allows it (a no-op elsewhere, or past the limit)."""
+    import fcntl
+
+    with contextlib.suppress(OSError, AttributeError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+
+
 class FrameWriter:
     """The single writer of the frame descriptor: one write per frame, in call order; sealed after the last."""
 
@@ -108,6 +120,7 @@ class FrameWriter:
             return
         transport.set_write_buffer_limits(high=OUTBOUND_HIGH_WATER, low=OUTBOUND_LOW_WATER)
         self._transport, self._protocol = transport, protocol
+        widen_pipe(self._file.fileno())
 
     def _lost(self) -> None:
         if not (self.broken or self._closed):

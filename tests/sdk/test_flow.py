@@ -7,6 +7,7 @@ only while requests use them, and a model streaming to a client that stops readi
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pydsh.apps.sdk.server import AdmissionLocks
-from pydsh.apps.stdio import OUTBOUND_HIGH_WATER, FrameWriter
+from pydsh.apps.stdio import OUTBOUND_HIGH_WATER, PIPE_SIZE, FrameWriter
 from tests.sdk import plugins
 from tests.sdk.conftest import REPO, SAFETY_S
 
@@ -38,7 +39,7 @@ async def test_frame_writer_holds_producers_above_the_high_water_mark_and_flush_
     writer = FrameWriter(write_fd, lambda: None)
     await writer.open()
     await writer.writable()
-    payload = b"x" * (OUTBOUND_HIGH_WATER + (1 << 18)) + b"\n"
+    payload = b"x" * (PIPE_SIZE + OUTBOUND_HIGH_WATER + (1 << 18)) + b"\n"  # more than the pipe and the buffer
     writer.write(payload)
     waiting = asyncio.ensure_future(writer.writable())
     for _ in range(20):
@@ -54,6 +55,20 @@ async def test_frame_writer_holds_producers_above_the_high_water_mark_and_flush_
     reader.join(SAFETY_S)
     os.close(read_fd)
     assert bytes(received) == payload + b"last\n"
+
+
+async def test_frame_writer_widens_its_pipe() -> None:
+    """A busy loop writes at most a pipe's worth of frames per turn: 64 KiB let them back up behind the
+    session steps (a cheap answer waited seconds behind 11 MB of frames with 500 sessions stepping)."""
+    read_fd, write_fd = os.pipe()
+    writer = FrameWriter(write_fd, lambda: None)
+    await writer.open()
+    try:
+        assert fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ) >= PIPE_SIZE
+    finally:
+        writer.close()
+        await asyncio.sleep(0)
+        os.close(read_fd)
 
 
 async def test_admission_locks_keep_arrival_order_and_vanish_when_unused() -> None:
