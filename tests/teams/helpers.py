@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+from pydsh.llm.hooks import LLM_STREAM
 from pydsh.session.log import Session
 from pydsh.subagents.keys import SUBAGENTS
 from tests.agent.harness import Host
@@ -55,3 +56,16 @@ async def quiesce(host: Host, timeout: float = 20.0) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("agents did not quiesce")
+
+
+def teammates_answer_after_the_leads_first_turn(host: Host, lead: Any) -> None:
+    """Hold every other session's model call until ``lead``'s first turn ended, so a teammate's settlement
+    starts the Lead's next turn (finishing sooner, it would ride along in the first turn's next step, and
+    the Lead would follow a different script)."""
+
+    async def hold(options: dict[str, Any], nxt: Any) -> Any:
+        while options["sessionId"] != lead.id and not any(e["type"] == "turn/end" for e in lead.session.events):
+            await asyncio.sleep(0.01)
+        return await nxt()
+
+    host.kernel.ctx.on(LLM_STREAM, hold, before=LLM_STREAM.order)

@@ -11,7 +11,15 @@ from pydsh.teams.service import NO_PROGRESS
 from tests.agent.harness import start_host
 from tests.messaging.test_control_tools import add_wait_tool
 from tests.subagents.helpers import calls, tool
-from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
+from tests.teams.helpers import (
+    TEAMS,
+    codes,
+    quiesce,
+    spawn,
+    team_records,
+    teammates_answer_after_the_leads_first_turn,
+    values,
+)
 
 EXACT_NO_PROGRESS = (
     "No other Team member is running or provisioning. wait_agent cannot make progress or wake inactive teammates. "
@@ -29,6 +37,7 @@ async def test_11_wait_without_an_active_peer_returns_no_progress(tmp_path: Path
     ] + [{"text": "ack"}] * 2
     host = await start_host([script, [{"text": "graded"}]], patches=(TEAMS,))
     lead = (await host.create(tmp_path)).agent
+    teammates_answer_after_the_leads_first_turn(host, lead)
     try:
         await host.run(lead, "go")
         await quiesce(host)

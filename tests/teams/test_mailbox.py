@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
-from pydsh.llm.hooks import LLM_STREAM
 from pydsh.session.keys import SESSION_QUERY
 from tests.agent.harness import start_host
 from tests.messaging.test_control_tools import add_wait_tool
 from tests.subagents.helpers import calls, of_type, tool
-from tests.teams.helpers import TEAMS, codes, quiesce, spawn, team_records, values
+from tests.teams.helpers import (
+    TEAMS,
+    codes,
+    quiesce,
+    spawn,
+    team_records,
+    teammates_answer_after_the_leads_first_turn,
+    values,
+)
 
 
 async def test_04_teammate_messages_the_lead(tmp_path: Path) -> None:
@@ -51,14 +56,7 @@ async def test_05_lead_messages_an_inactive_teammate_which_starts_a_turn(tmp_pat
     )
     lead = (await host.create(tmp_path)).agent
 
-    async def teammate_after_the_leads_first_turn(options: dict[str, Any], nxt: Any) -> Any:
-        """The teammate answers once the Lead's first turn ended, so its settlement starts the Lead's next
-        turn (finishing sooner, it would ride along in the first turn's next step, a different script)."""
-        while options["sessionId"] != lead.id and not any(e["type"] == "turn/end" for e in lead.session.events):
-            await asyncio.sleep(0.01)
-        return await nxt()
-
-    host.kernel.ctx.on(LLM_STREAM, teammate_after_the_leads_first_turn, before=LLM_STREAM.order)
+    teammates_answer_after_the_leads_first_turn(host, lead)
     try:
         await host.run(lead, "go")
         await quiesce(host)
