@@ -20,6 +20,7 @@ import contextlib
 import os
 import sys
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -233,6 +234,23 @@ def _wake() -> None:
     """Nothing: scheduled from another thread only to wake a loop waiting in ``select``."""
 
 
+class _First:
+    """A callback handed in by :func:`call_first_threadsafe`; :func:`hurry` queues behind it."""
+
+    __slots__ = ("args", "callback")
+
+    def __init__(self, callback: Callable[..., None], args: tuple[Any, ...]) -> None:
+        self.callback, self.args = callback, args
+
+    def __call__(self) -> None:
+        self.callback(*self.args)
+
+
+_HURRIED: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+"""Tasks :func:`hurry` moved ahead; a later hurry queues behind their steps still waiting, so requests keep
+the order they arrived in across chunks (same-session prompts are admitted in arrival order, spec 06)."""
+
+
 def call_first_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
     """``loop.call_soon_threadsafe(callback, *args)``, but run before the callbacks already waiting (right after
     the one running), and so before one scheduled this way earlier: ``callback`` must not depend on that order.
@@ -241,14 +259,14 @@ def call_first_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..
     if ready is None or loop.is_closed():
         loop.call_soon_threadsafe(callback, *args)
         return
-    ready.appendleft(asyncio.Handle(callback, args, loop))
+    ready.appendleft(asyncio.Handle(_First(callback, args), (), loop))
     loop.call_soon_threadsafe(_wake)
 
 
 def hurry(*tasks: asyncio.Task[Any]) -> None:
-    """Move the tasks' next steps ahead of the callbacks already waiting, keeping their order, when they are
-    the newest ones scheduled, in this order (right after the tasks were created or woken); else leave the
-    order alone."""
+    """Move the tasks' next steps ahead of the callbacks already waiting, keeping their order and queueing
+    behind what jumped before them, when they are the newest ones scheduled, in this order (right after the
+    tasks were created or woken); else leave the order alone."""
     ready = _ready_callbacks(tasks[0].get_loop()) if tasks else None
     if ready is None:
         return
@@ -258,7 +276,22 @@ def hurry(*tasks: asyncio.Task[Any]) -> None:
             ready.extend(reversed(moved))  # not the newest (another thread scheduled one): put back
             return
         moved.append(ready.pop())
-    ready.extendleft(moved)
+    at = 0
+    while at < len(ready) and _jumped(ready[at]):
+        at += 1
+    for handle in moved:  # newest first, each inserted before the one after it
+        ready.insert(at, handle)
+    _HURRIED.update(tasks)
+
+
+def _jumped(handle: asyncio.Handle) -> bool:
+    """Whether ``handle`` was put ahead by :func:`call_first_threadsafe` or :func:`hurry` (a callback bound to
+    anything but a task is not looked up: its object may be unhashable, and raising here would lose the
+    handles :func:`hurry` has taken out)."""
+    if isinstance(getattr(handle, "_callback", None), _First):
+        return True
+    task = _task_of(handle)
+    return isinstance(task, asyncio.Task) and task in _HURRIED
 
 
 def _task_of(handle: asyncio.Handle) -> object:

@@ -121,3 +121,49 @@ def test_callbacks_handed_first_all_run_once_the_loop_is_busy() -> None:
         return ran
 
     assert sorted(asyncio.run(main())) == list(range(200))
+
+
+def test_a_later_hurry_queues_behind_the_tasks_hurried_before() -> None:
+    """Same-session prompts are admitted in arrival order (spec 06): a request of a later chunk must not
+    start before one of an earlier chunk that has not started yet."""
+
+    async def main() -> list[str]:
+        ran: list[str] = []
+        _queue_callbacks(asyncio.get_running_loop(), ran)
+        earlier = asyncio.ensure_future(_record(ran, "earlier"))
+        hurry(earlier)
+        later = asyncio.ensure_future(_record(ran, "later"))
+        hurry(later)
+        await _drain()
+        return ran
+
+    ran = asyncio.run(main())
+    assert ran[:2] == ["earlier", "later"]
+
+
+def test_hurry_behind_a_callback_of_an_unhashable_object_loses_nothing() -> None:
+    """A callback bound to an unhashable object (a dataclass, say) is at the front: looking it up among the
+    hurried tasks must not raise with the task's step taken out of the queue (the task would never run)."""
+
+    class Unhashable:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __init__(self, ran: list[str]) -> None:
+            self.ran = ran
+
+        def note(self) -> None:
+            self.ran.append("unhashable")
+
+    async def main() -> list[str]:
+        ran: list[str] = []
+        asyncio.get_running_loop().call_soon(Unhashable(ran).note)
+        task = asyncio.ensure_future(_record(ran, "task"))
+        hurry(task)
+        await asyncio.wait({task}, timeout=1)
+        return ran
+
+    loop = asyncio.new_event_loop()  # not asyncio.run: cancelling a task whose step was lost waits forever
+    try:
+        assert sorted(loop.run_until_complete(main())) == ["task", "unhashable"]
+    finally:
+        loop.close()
