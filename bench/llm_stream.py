@@ -5,8 +5,8 @@ Run: python bench/llm_stream.py [calls]
 In the same run it reads the same streams with nothing but httpx + httpx-sse + ``json.loads`` (the
 floor) and prints pydsh's overhead per SSE event above it (target: at most 10 µs).
 
-Also times folding one long answer (10,000 text deltas of 1 KiB) into content blocks, which must
-stay linear in the answer's length.
+Also times folding one long answer (10,000 text deltas of 1 KiB) into content blocks, and reading it
+through the DeepSeek adapter's event translator, which must both stay linear in the answer's length.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import httpx
 import httpx_sse
 
 from pydsh.kernel import Kernel
-from pydsh.llm.deepseek import Config, DeepSeekAdapter
+from pydsh.llm.deepseek import Config, DeepSeekAdapter, MessagesTranslator
 from pydsh.llm.service import LlmService
 from pydsh.llm.stream_records import AssistantStreamAccumulator, BlockAssembler
 from pydsh.testing.mock_model_server import MockModelServer
@@ -96,6 +96,16 @@ def long_answer(deltas: int = 10_000, size: int = 1024) -> None:
     text = asm.content()[0]["text"]
     elapsed = time.perf_counter() - start
     print(f"long answer: {deltas} deltas of {size} B ({len(text) / 1e6:.1f} MB) folded in {elapsed * 1000:.1f} ms")
+    start = time.perf_counter()
+    translator = MessagesTranslator("m")
+    translator.feed({"type": "message_start", "message": {"usage": {"input_tokens": 1}}})
+    translator.feed({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
+    for _ in range(deltas):
+        translator.feed(delta)
+    text = translator.blocks[0].assembled()["text"]
+    elapsed = time.perf_counter() - start
+    print(f"long answer: the same {len(text) / 1e6:.1f} MB read by the DeepSeek translator in {elapsed * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -504,12 +504,42 @@ START = {"type": "message_start", "message": {"usage": {"input_tokens": 1, "outp
             data_lines({"type": "message_start", "message": {"usage": {"input_tokens": -1}}}),
             "DeepSeek Messages stream: invalid input_tokens",
         ),
+        (
+            data_lines(
+                START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": 5}}
+            ),
+            "DeepSeek Messages stream: text block with non-string text",
+        ),
+        (
+            data_lines(
+                START,
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ["x"]}},
+            ),
+            "DeepSeek Messages stream: thinking block with non-string thinking",
+        ),
     ],
 )
 async def test_malformed_streams(body: str, message: str) -> None:
     with pytest.raises(LlmError) as info:
         await raw_run(body)
     assert (str(info.value), info.value.code) == (message, "MALFORMED_RESPONSE")
+
+
+async def test_a_long_answer_assembles_from_its_deltas_in_order() -> None:
+    pieces = [f"{n:05d}|" for n in range(3000)]
+    body = data_lines(
+        START,
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "start:"}},
+        *({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}} for p in pieces),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+        {"type": "message_stop"},
+    )
+    chunks = await raw_run(body)
+    deltas = [c["text"] for c in chunks if c["type"] == "text-delta"]
+    assert deltas == ["start:", *pieces]
+    ends = [c for c in chunks if c["type"] == "block-end"]
+    assert ends[0]["block"] == {"type": "text", "text": "start:" + "".join(pieces)}
 
 
 async def test_unsupported_response_block_and_in_band_error() -> None:
