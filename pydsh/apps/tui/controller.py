@@ -98,7 +98,8 @@ class AgentNode:
 
 Update = tuple[str, Any]
 """``("event", (session_id, event))``, ``("delta", (session_id, kind, text))``, ``("status", (session_id, status))``,
-``("ask", Ask)``, ``("questions", Questions)``."""
+``("ask", Ask)``, ``("questions", Questions)``. While queued, a delta holds the list of its run's pieces: the
+feed adds each delta to the whole answer so far, and a 5 MB answer in 1 KB deltas took 7 s of copying."""
 
 
 class Controller:
@@ -140,9 +141,9 @@ class Controller:
         self.wake()
 
     def drain(self) -> list[Update]:
-        """Everything that happened since the last drain, in order."""
+        """Everything that happened since the last drain, in order; a run of deltas as one."""
         updates, self.updates = self.updates, []
-        return updates
+        return [("delta", (*u[1][:2], "".join(u[1][2]))) if u[0] == "delta" else u for u in updates]
 
     def _on_event(self, session: Session, event: Event) -> None:
         self._push(("event", (session.id, event)))
@@ -152,8 +153,14 @@ class Controller:
         if frame["type"] != "chunk":
             return
         chunk = frame["chunk"]
-        if chunk["type"] in ("text-delta", "reasoning-delta"):
-            self._push(("delta", (payload["agent"].id, chunk["type"], chunk["text"])))
+        if chunk["type"] not in ("text-delta", "reasoning-delta"):
+            return
+        key = (payload["agent"].id, chunk["type"])
+        last = self.updates[-1] if self.updates else None
+        if last is not None and last[0] == "delta" and last[1][:2] == key:
+            last[1][2].append(chunk["text"])  # one piece more; the screen takes the run joined, once per drain
+            return
+        self._push(("delta", (*key, [chunk["text"]])))
 
     def _on_status(self, payload: AgentStatus) -> None:
         self._push(("status", (payload["agent"].id, payload["status"])))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
+from pydsh.agent.hooks import ASSISTANT_STREAM, AssistantStream
 from pydsh.apps.tui import app as screen_module
 from pydsh.apps.tui import controller as controller_module
 from pydsh.apps.tui.app import PydshTui
@@ -223,3 +225,31 @@ async def test_ctrl_c_while_the_session_opens_quits_at_once() -> None:
             if not app.is_running:
                 break
     assert app.return_code == 0
+
+
+async def test_a_run_of_deltas_reaches_the_screen_as_one_in_order(isolated_home: Path, tmp_path: Path) -> None:
+    async with ScriptedHost([{"text": "unused"}], profile="tui", cwd=tmp_path, dsh_home=isolated_home) as host:
+        controller = Controller(host)
+        controller.start()
+        agent, other = SimpleNamespace(id="s1"), SimpleNamespace(id="s2")
+
+        def chunk(who: Any, kind: str, text: str) -> None:
+            frame = {"type": "chunk", "chunk": {"type": kind, "text": text}}
+            host.ctx.emit(ASSISTANT_STREAM, cast(AssistantStream, {"agent": who, "frame": frame}))
+
+        for piece in "abc":
+            chunk(agent, "text-delta", piece)
+        chunk(agent, "reasoning-delta", "r")
+        chunk(agent, "text-delta", "d")
+        chunk(other, "text-delta", "x")
+        chunk(agent, "text-delta", "e")
+        assert controller.drain() == [
+            ("delta", ("s1", "text-delta", "abc")),
+            ("delta", ("s1", "reasoning-delta", "r")),
+            ("delta", ("s1", "text-delta", "d")),
+            ("delta", ("s2", "text-delta", "x")),
+            ("delta", ("s1", "text-delta", "e")),
+        ]
+        chunk(agent, "text-delta", "f")
+        assert controller.drain() == [("delta", ("s1", "text-delta", "f"))]
+        await controller.shutdown()
