@@ -234,21 +234,10 @@ def _wake() -> None:
     """Nothing: scheduled from another thread only to wake a loop waiting in ``select``."""
 
 
-class _First:
-    """A callback handed in by :func:`call_first_threadsafe`; :func:`hurry` queues behind it."""
-
-    __slots__ = ("args", "callback")
-
-    def __init__(self, callback: Callable[..., None], args: tuple[Any, ...]) -> None:
-        self.callback, self.args = callback, args
-
-    def __call__(self) -> None:
-        self.callback(*self.args)
-
-
-_HURRIED: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
-"""Tasks :func:`hurry` moved ahead; a later hurry queues behind their steps still waiting, so requests keep
-the order they arrived in across chunks (same-session prompts are admitted in arrival order, spec 06)."""
+_JUMPED: weakref.WeakSet[asyncio.Handle] = weakref.WeakSet()
+"""Handles put ahead by :func:`call_first_threadsafe` or :func:`hurry`; a later hurry queues behind those still
+waiting, so requests keep the order they arrived in across chunks (same-session prompts are admitted in
+arrival order, spec 06)."""
 
 
 def call_first_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
@@ -259,7 +248,9 @@ def call_first_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[..
     if ready is None or loop.is_closed():
         loop.call_soon_threadsafe(callback, *args)
         return
-    ready.appendleft(asyncio.Handle(_First(callback, args), (), loop))
+    handle = asyncio.Handle(callback, args, loop)
+    _JUMPED.add(handle)
+    ready.appendleft(handle)
     loop.call_soon_threadsafe(_wake)
 
 
@@ -277,21 +268,11 @@ def hurry(*tasks: asyncio.Task[Any]) -> None:
             return
         moved.append(ready.pop())
     at = 0
-    while at < len(ready) and _jumped(ready[at]):
+    while at < len(ready) and ready[at] in _JUMPED:  # a handle is always hashable: nothing here raises
         at += 1
     for handle in moved:  # newest first, each inserted before the one after it
+        _JUMPED.add(handle)
         ready.insert(at, handle)
-    _HURRIED.update(tasks)
-
-
-def _jumped(handle: asyncio.Handle) -> bool:
-    """Whether ``handle`` was put ahead by :func:`call_first_threadsafe` or :func:`hurry` (a callback bound to
-    anything but a task is not looked up: its object may be unhashable, and raising here would lose the
-    handles :func:`hurry` has taken out)."""
-    if isinstance(getattr(handle, "_callback", None), _First):
-        return True
-    task = _task_of(handle)
-    return isinstance(task, asyncio.Task) and task in _HURRIED
 
 
 def _task_of(handle: asyncio.Handle) -> object:
