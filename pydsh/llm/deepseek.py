@@ -378,6 +378,10 @@ class _Block:
         return {"type": self.kind, "text": "".join(self.pieces)}
 
 
+_TEXT_BLOCKS = {"text": ("text", "text"), "thinking": ("reasoning", "thinking")}
+"""Response block type → the harness block kind and the field holding its opening text."""
+
+
 def _js_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -442,26 +446,18 @@ class MessagesTranslator:
         btype = block.get("type")
         n = len(self.blocks)
         chunks: list[StreamChunk]
-        if btype == "text":
-            entry = _Block(n, "text")
-            text = block.get("text") or ""
+        if btype in _TEXT_BLOCKS:
+            kind, field = _TEXT_BLOCKS[btype]
+            entry = _Block(n, kind)
+            text = block.get(field) or ""
             if not isinstance(text, str):
-                raise _malformed("text block with non-string text")
-            chunks = [{"type": "block-start", "index": n, "blockType": "text"}]
+                raise _malformed(f"{btype} block with non-string {field}")
+            if kind == "reasoning" and isinstance(block.get("signature"), str):
+                entry.signature = block["signature"]
+            chunks = [{"type": "block-start", "index": n, "blockType": kind}]
             if text:
                 entry.pieces.append(text)
-                chunks.append({"type": "text-delta", "index": n, "text": text})
-        elif btype == "thinking":
-            entry = _Block(n, "reasoning")
-            thinking = block.get("thinking") or ""
-            if not isinstance(thinking, str):
-                raise _malformed("thinking block with non-string thinking")
-            if isinstance(block.get("signature"), str):
-                entry.signature = block["signature"]
-            chunks = [{"type": "block-start", "index": n, "blockType": "reasoning"}]
-            if thinking:
-                entry.pieces.append(thinking)
-                chunks.append({"type": "reasoning-delta", "index": n, "text": thinking})
+                chunks.append({"type": f"{kind}-delta", "index": n, "text": text})
         elif btype == "tool_use":
             entry = _Block(n, "tool-call")
             ident, tool, entry.input = block.get("id"), block.get("name"), block.get("input", {})
