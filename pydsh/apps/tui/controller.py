@@ -8,6 +8,7 @@ event), and it answers approvals and questions by handing the screen a future to
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,8 +99,12 @@ class AgentNode:
 
 Update = tuple[str, Any]
 """``("event", (session_id, event))``, ``("delta", (session_id, kind, text))``, ``("status", (session_id, status))``,
-``("ask", Ask)``, ``("questions", Questions)``. While queued, a delta holds the list of its run's pieces: the
-feed adds each delta to the whole answer so far, and a 5 MB answer in 1 KB deltas took 7 s of copying."""
+``("ask", Ask)``, ``("questions", Questions)``."""
+
+
+def _delta_key(update: Update) -> tuple[str, str] | None:
+    """A delta's session and kind (what a run of deltas shares); ``None`` for any other update."""
+    return update[1][:2] if update[0] == "delta" else None
 
 
 class Controller:
@@ -141,9 +146,16 @@ class Controller:
         self.wake()
 
     def drain(self) -> list[Update]:
-        """Everything that happened since the last drain, in order; a run of deltas as one."""
+        """Everything that happened since the last drain, in order; a run of deltas of one session and kind as
+        one (the feed adds a delta to the whole answer so far: a 5 MB answer in 1 KB deltas took 7 s of copying)."""
         updates, self.updates = self.updates, []
-        return [("delta", (*u[1][:2], "".join(u[1][2]))) if u[0] == "delta" else u for u in updates]
+        drained: list[Update] = []
+        for key, run in itertools.groupby(updates, key=_delta_key):
+            if key is None:
+                drained.extend(run)
+            else:
+                drained.append(("delta", (*key, "".join(update[1][2] for update in run))))
+        return drained
 
     def _on_event(self, session: Session, event: Event) -> None:
         self._push(("event", (session.id, event)))
@@ -153,14 +165,8 @@ class Controller:
         if frame["type"] != "chunk":
             return
         chunk = frame["chunk"]
-        if chunk["type"] not in ("text-delta", "reasoning-delta"):
-            return
-        key = (payload["agent"].id, chunk["type"])
-        last = self.updates[-1] if self.updates else None
-        if last is not None and last[0] == "delta" and last[1][:2] == key:
-            last[1][2].append(chunk["text"])  # one piece more; the screen takes the run joined, once per drain
-            return
-        self._push(("delta", (*key, [chunk["text"]])))
+        if chunk["type"] in ("text-delta", "reasoning-delta"):
+            self._push(("delta", (payload["agent"].id, chunk["type"], chunk["text"])))
 
     def _on_status(self, payload: AgentStatus) -> None:
         self._push(("status", (payload["agent"].id, payload["status"])))
