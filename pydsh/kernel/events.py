@@ -222,15 +222,16 @@ class EventBus:
         scope: object | None = None,
     ) -> R:
         """Around-middleware: the first listener is outermost; ``await next()`` calls inward."""
-        fns = self.admitted(event, scope)
+        return await _inward(self.admitted(event, scope), 0, payload, default)
 
-        async def call(i: int) -> R:
-            if i == len(fns):
-                result = default()
-                return await result if inspect.isawaitable(result) else result
-            return await fns[i](payload, lambda: call(i + 1))  # type: ignore[no-any-return]
 
-        return await call(0)
+async def _inward(fns: list[Callable[..., Any]], i: int, payload: T, default: Callable[[], R | Awaitable[R]]) -> R:
+    """Waterfall listener ``i`` (the default past the last), its ``next`` calling the one after; a module
+    function rather than a closure calling itself, so a chain leaves no reference cycle behind."""
+    if i == len(fns):
+        result = default()
+        return await result if inspect.isawaitable(result) else result
+    return await fns[i](payload, lambda: _inward(fns, i + 1, payload, default))  # type: ignore[no-any-return]
 
 
 def ordered(event: Event, entries: tuple[Listener, ...]) -> tuple[Listener, ...]:
