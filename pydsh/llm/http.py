@@ -319,6 +319,15 @@ async def opened(
         raise
     finally:
         await response.aclose()
+        _unbind(response)
+
+
+def _unbind(response: httpx.Response) -> None:
+    """Drop a closed response's stream: httpx binds the two to each other, and without the cycle reference
+    counting frees the response (its request, headers and buffers) at once instead of the cyclic collector."""
+    import httpx
+
+    response.stream = httpx.ByteStream(b"")
 
 
 async def read_text(response: httpx.Response, signal: AbortSignal, prefix: str) -> str:

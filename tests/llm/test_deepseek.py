@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import subprocess
 import sys
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -403,6 +405,33 @@ async def test_minimal_accepted_messages_stream() -> None:
         "response": {"kind": "deepseek-messages", "version": 1, "model": MODEL},
         "blocks": [{"type": "tool-call"}],
     }
+
+
+async def test_a_finished_stream_frees_its_response_without_the_cyclic_collector() -> None:
+    """httpx binds a response and its stream to each other; a closed one is unbound, so a paced server
+    (which runs the cyclic collector rarely) does not keep every response of a step around."""
+    responses: list[weakref.ref[httpx.Response]] = []
+    body = data_lines(
+        {"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 0}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "done"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+        {"type": "message_stop"},
+    )
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = httpx.Response(200, content=body.encode(), headers={"content-type": "text/event-stream"})
+        responses.append(weakref.ref(response))
+        return response
+
+    adapter = DeepSeekAdapter(Config(), base_url="http://mock.invalid", transport=httpx.MockTransport(handler))
+    gc.disable()
+    try:
+        chunks = await collect(adapter.stream({"model": MODEL, "messages": [text("user", "q", "u")]}))
+        assert chunks[-1]["type"] == "finish"
+        assert [ref() for ref in responses] == [None]
+    finally:
+        gc.enable()
 
 
 async def test_usage_mapping_and_served_model() -> None:
