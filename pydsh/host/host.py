@@ -112,6 +112,11 @@ class Host:
         """Every live agent of the process (roots and their descendants)."""
         return self.ctx.require(AGENTS)
 
+    @property
+    def idle(self) -> bool:
+        """Whether no live agent of the process (root, subagent or teammate) is running a turn."""
+        return all(agent.status == "idle" for agent in self.registry.all())
+
     async def __aenter__(self) -> Host:
         return await self.start()
 

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from pydsh.host.collector import paced
 from pydsh.host.errors import HostError
 from pydsh.host.keys import APP
 from pydsh.kernel.events import EventBus, declared_events
@@ -51,12 +52,13 @@ async def started(profile: str, rows: list[Row]) -> Host | int:
 
 
 async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
-    """Load ``rows`` as ``profile``'s host and run its app."""
+    """Load ``rows`` as ``profile``'s host and run its app, the collector paced (``pydsh.host.collector``)."""
     host = await started(profile, rows)
     if isinstance(host, int):
         return host
     try:
-        return await host.ctx.require(APP).run(host, args)
+        with paced(lambda: host.idle):
+            return await host.ctx.require(APP).run(host, args)
     finally:
         await host.close()
 

@@ -15,6 +15,8 @@ import logging
 from functools import cache
 from typing import Any
 
+from pydsh.host import collector
+
 log = logging.getLogger("pydsh.web")
 
 M_TRIM_THRESHOLD = -1
@@ -58,7 +60,5 @@ def collect() -> None:
     """Free what a closed session left in reference cycles (its agent, scopes and contexts refer to each
     other, about 10 MB after a 5 MB answer) and hand the pages back; a full collection takes tens of ms,
     so it runs after a session is let go, not after every turn."""
-    import gc
-
-    gc.collect()
+    collector.collect()
     trim()
