@@ -61,11 +61,15 @@ class Pacer:
         self._frozen = 0
         self._whole = True
 
+    def collect(self) -> int:
+        """A full collection that walks the whole heap now; returns what it found unreachable."""
+        self.thaw()
+        return gc.collect()
+
     def check_idle(self) -> None:
         """Walk the whole heap now if the process is idle and the frozen part has grown enough to be worth it."""
         if self._frozen > IDLE_GROWTH * self._walked and self._idle():
-            self.thaw()
-            gc.collect()
+            self.collect()
 
 
 _pacer: Pacer | None = None
@@ -80,7 +84,7 @@ def paced(idle: Callable[[], bool]) -> Iterator[Pacer]:
         raise RuntimeError("the collector is already paced")
     pacer = _pacer = Pacer(idle)
     loop = asyncio.get_running_loop()
-    timer: asyncio.TimerHandle | None = None
+    timer: asyncio.TimerHandle
 
     def tick() -> None:
         nonlocal timer
@@ -104,6 +108,4 @@ def paced(idle: Callable[[], bool]) -> Iterator[Pacer]:
 def collect() -> int:
     """A full collection of the whole heap, frozen part included (e.g. after letting a session go, whose
     agent, scopes and contexts refer to each other); returns what it found unreachable."""
-    if _pacer is not None:
-        _pacer.thaw()
-    return gc.collect()
+    return gc.collect() if _pacer is None else _pacer.collect()
