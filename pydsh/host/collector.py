@@ -37,7 +37,8 @@ class Pacer:
     def __init__(self, idle: Callable[[], bool]) -> None:
         self._idle = idle
         self._frozen = 0
-        """Objects frozen since the last thaw (counted here: ``gc.get_freeze_count`` walks them all)."""
+        """Objects frozen since the last thaw, counted from each full collection's survivors: an upper bound,
+        since many die after their freeze; :meth:`_grown` recounts before any thaw."""
         self._walked = FLOOR
         """Objects frozen by the last full collection that walked the whole heap."""
         self._whole = False
@@ -52,8 +53,17 @@ class Pacer:
         if self._whole:
             self._whole = False
             self._walked = max(self._frozen, FLOOR)
-        elif self._frozen > BUSY_GROWTH * self._walked:
+        elif self._grown(BUSY_GROWTH):
             self.thaw()
+
+    def _grown(self, factor: float) -> bool:
+        """Whether the frozen part is more than ``factor`` times the last walk's. The running count is cheap but
+        counts every survivor that has since died (a busy process's request state); past the bound, the frozen
+        objects are counted one by one (a few ms per million), so churn alone never costs a whole walk."""
+        bound = factor * self._walked
+        if self._frozen > bound:
+            self._frozen = gc.get_freeze_count()
+        return self._frozen > bound
 
     def thaw(self) -> None:
         """Put the frozen heap back in the collector's view: the next full collection walks all of it."""
@@ -68,7 +78,7 @@ class Pacer:
 
     def check_idle(self) -> None:
         """Walk the whole heap now if the process is idle and the frozen part has grown enough to be worth it."""
-        if self._frozen > IDLE_GROWTH * self._walked and self._idle():
+        if self._idle() and self._grown(IDLE_GROWTH):
             self.collect()
 
 

@@ -100,6 +100,21 @@ async def test_a_busy_process_thaws_once_the_frozen_part_outgrew_its_bound(monke
         assert ref() is None
 
 
+async def test_survivors_that_died_since_their_freeze_do_not_bring_a_thaw(monkeypatch: pytest.MonkeyPatch) -> None:
+    with paced(lambda: False) as pacer:
+        ref = frozen_cycle()
+        churn = [Node() for _ in range(50_000)]
+        gc.collect()  # the churn is frozen and counted
+        del churn  # and freed by reference counting
+        really = gc.get_freeze_count()
+        monkeypatch.setattr(pacer, "_walked", (really + 1_000) / collector.BUSY_GROWTH)
+        assert pacer._frozen > collector.BUSY_GROWTH * pacer._walked, "the running count still holds the churn"
+        gc.collect()
+        gc.collect()
+        assert ref() is not None, "no whole walk: the frozen part did not really outgrow its bound"
+        assert pacer._frozen <= collector.BUSY_GROWTH * pacer._walked
+
+
 async def test_the_timer_asks_whether_the_process_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:
     asked = asyncio.Event()
     monkeypatch.setattr(collector, "IDLE_CHECK_S", 0.01)
