@@ -181,9 +181,13 @@ async def _within(deadline: float | None, awaitable: Awaitable[T], what: str) ->
 class Subscription:
     """Notifications matching a predicate, in arrival order; an async iterator and a context manager."""
 
-    def __init__(self, client: AsyncJsonRpcClient, predicate: Callable[[Notification], bool] | None) -> None:
+    def __init__(
+        self, client: AsyncJsonRpcClient, predicate: Callable[[Notification], bool] | None, root: str | None = None
+    ) -> None:
         self._client = client
         self.predicate = predicate
+        self.root = root
+        """The session whose tree this follows (routed by session id, see :meth:`AsyncJsonRpcClient.subscribe_tree`)."""
         self.queue: asyncio.Queue[Notification | BaseException] = asyncio.Queue()
 
     def offer(self, note: Notification) -> bool:
@@ -236,7 +240,8 @@ class AsyncJsonRpcClient:
         self.proc: asyncio.subprocess.Process | None = None
         self.stderr_tail: deque[str] = deque(maxlen=stderr_tail_lines)
         self._pending: dict[str, asyncio.Future[Any]] = {}
-        self._subscriptions: list[Subscription] = []
+        self._subscriptions: dict[str | None, list[Subscription]] = {}
+        """Subscriptions by the root of the session tree they follow (``None``: those with a predicate)."""
         self._parents: dict[str, str] = {}
         self.unclaimed: asyncio.Queue[Notification | BaseException] = asyncio.Queue()
         self._readers: list[asyncio.Task[None]] = []
@@ -312,38 +317,51 @@ class AsyncJsonRpcClient:
     # -- notifications ----------------------------------------------------------------------
 
     def subscribe(self, predicate: Callable[[Notification], bool] | None = None) -> Subscription:
-        subscription = Subscription(self, predicate)
+        """Every notification ``predicate`` accepts (all of them without one)."""
+        return self._add(Subscription(self, predicate))
+
+    def subscribe_tree(self, root: str) -> Subscription:
+        """The notifications of ``root``'s session tree (:meth:`tree_filter`), routed by session id: with many
+        sessions in flight each notification reaches its subscriptions without asking every other one."""
+        return self._add(Subscription(self, self.tree_filter(root), root))
+
+    def _add(self, subscription: Subscription) -> Subscription:
         if self._closed is not None:
             subscription.queue.put_nowait(self._closed)
         else:
-            self._subscriptions.append(subscription)
+            self._subscriptions.setdefault(subscription.root, []).append(subscription)
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
-        if subscription in self._subscriptions:
-            self._subscriptions.remove(subscription)
+        held = self._subscriptions.get(subscription.root, [])
+        if subscription in held:
+            held.remove(subscription)
+            if not held:
+                del self._subscriptions[subscription.root]
 
-    def in_tree(self, session_id: str, root: str) -> bool:
-        """Whether ``session_id`` is ``root`` or a descendant learned from ``subagent.started``."""
-        seen: set[str] = set()
-        current: str | None = session_id
-        while current is not None and current not in seen:
-            if current == root:
-                return True
-            seen.add(current)
+    def _lineage(self, session_id: object) -> list[str]:
+        """``session_id`` and its ancestors learned from ``subagent.started`` (none for a non-string)."""
+        lineage: list[str] = []
+        current = session_id if isinstance(session_id, str) else None
+        while current is not None and current not in lineage:
+            lineage.append(current)
             current = self._parents.get(current)
-        return False
+        return lineage
+
+    def _roots(self, note: Notification) -> list[str]:
+        """The roots whose session trees ``note`` belongs to: those of its session, or for ``subagent.*`` those of
+        the parent and the child itself."""
+        payload = note.payload
+        if note.method in ("subagent.started", "subagent.finished"):
+            child = payload.get("childSessionId")
+            return self._lineage(payload.get("parentSessionId")) + ([child] if isinstance(child, str) else [])
+        return self._lineage(payload.get("sessionId"))
 
     def tree_filter(self, root: str) -> Callable[[Notification], bool]:
         """The published client's session-tree rule (spec 06 §9 rule 3)."""
 
         def belongs(note: Notification) -> bool:
-            payload = note.payload
-            if note.method in ("subagent.started", "subagent.finished"):
-                parent = payload.get("parentSessionId")
-                return (isinstance(parent, str) and self.in_tree(parent, root)) or payload.get("childSessionId") == root
-            related = payload.get("sessionId")
-            return isinstance(related, str) and self.in_tree(related, root)
+            return root in self._roots(note)
 
         return belongs
 
@@ -397,8 +415,12 @@ class AsyncJsonRpcClient:
             if isinstance(parent, str) and isinstance(child, str) and parent and child and parent != child:
                 self._parents[child] = parent
         claimed = False
-        for subscription in list(self._subscriptions):
+        for subscription in list(self._subscriptions.get(None, ())):
             claimed = subscription.offer(note) or claimed
+        for root in dict.fromkeys(self._roots(note)):
+            for subscription in self._subscriptions.get(root, ()):
+                subscription.queue.put_nowait(note)
+                claimed = True
         if not claimed:
             self.unclaimed.put_nowait(note)
 
@@ -413,8 +435,9 @@ class AsyncJsonRpcClient:
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(self._closed)
-        for subscription in self._subscriptions:
-            subscription.queue.put_nowait(self._closed)
+        for held in self._subscriptions.values():
+            for subscription in held:
+                subscription.queue.put_nowait(self._closed)
         self._subscriptions.clear()
         self.unclaimed.put_nowait(self._closed)
 
@@ -701,7 +724,7 @@ class RunStream:
         deadline = None if self.timeout is None else asyncio.get_running_loop().time() + self.timeout
         what = f"run on session {sid}"
         deltas = harness.config.stream_deltas and "deltas" in harness.extensions
-        with client.subscribe(client.tree_filter(sid)) as subscription:
+        with client.subscribe_tree(sid) as subscription:
             params = {"sessionId": sid, "contentBlocks": self.blocks}
             raw = await _within(deadline, harness.request("session/prompt", params), what)
             message_id = _validated(PromptResult, "session/prompt", raw).messageId

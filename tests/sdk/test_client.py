@@ -15,6 +15,7 @@ import pytest
 
 from pydsh.sdk.client import (
     AsyncHarness,
+    AsyncJsonRpcClient,
     Harness,
     HarnessConfig,
     JsonRpcError,
@@ -311,3 +312,46 @@ def test_notifications_keep_non_object_params_empty(ws: Path) -> None:
     assert note == Notification("session.status", {})
     client._dispatch(json.loads('{"jsonrpc":"2.0","id":"x","method":"server/request"}'))
     assert client.unclaimed.empty()
+
+
+def note(method: str, **payload: Any) -> Notification:
+    return Notification(method, payload)
+
+
+async def test_a_tree_subscription_gets_its_sessions_and_descendants_and_nothing_else() -> None:
+    client = AsyncJsonRpcClient()
+    root, other = client.subscribe_tree("root"), client.subscribe_tree("other")
+    everything = client.subscribe()
+    frames = [
+        note("session.event", sessionId="root"),
+        note("subagent.started", parentSessionId="root", childSessionId="child"),
+        note("subagent.started", parentSessionId="child", childSessionId="grandchild"),
+        note("session.event", sessionId="grandchild"),
+        note("session.event", sessionId="stranger"),
+        note("subagent.finished", parentSessionId="stranger", childSessionId="root"),
+    ]
+    for frame in frames:
+        client._deliver(frame)
+    got = []
+    while (item := root.next_nowait()) is not None:
+        got.append(item)
+    assert got == [frames[0], frames[1], frames[2], frames[3], frames[5]]
+    assert other.next_nowait() is None
+    assert [everything.next_nowait() for _ in frames] == frames
+    assert client.unclaimed.empty(), "the catch-all subscription claimed every frame"
+    everything.close()
+    client._deliver(frames[4])
+    assert client.unclaimed.get_nowait() is frames[4]
+    root.close()
+    other.close()
+    assert not client._subscriptions
+
+
+async def test_the_tree_filter_follows_the_same_rule_as_the_routing() -> None:
+    client = AsyncJsonRpcClient()
+    client._deliver(note("subagent.started", parentSessionId="root", childSessionId="child"))
+    belongs = client.tree_filter("root")
+    assert belongs(note("session.event", sessionId="child"))
+    assert belongs(note("subagent.finished", parentSessionId="stranger", childSessionId="root"))
+    assert not belongs(note("session.event", sessionId="stranger"))
+    assert not belongs(note("session.event"))
