@@ -23,14 +23,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import io
 import itertools
 import json
+import multiprocessing
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -162,17 +166,57 @@ async def step_cpu(label: str, at: list[int], dsh_bin: str) -> None:
     print(f"{label:<9} harness CPU per read step (median of steps n-{WINDOW}..n+{WINDOW - 1}): {medians}")
 
 
-async def busy_probe(sessions: int, dsh_bin: str, model_s: float) -> None:
-    """``sessions`` 10-step prompts at once, each model call taking ``model_s``; meanwhile the latency of two
-    requests answered in process."""
+@contextlib.asynccontextmanager
+async def model_process(model_s: float) -> AsyncIterator[str]:
+    """The 10-step mock model in a process of its own (its base URL): serving 500 sessions' model calls on the
+    probe's event loop would time the bench process, not the server."""
+    spawn = multiprocessing.get_context("spawn")
+    ours, theirs = spawn.Pipe()
+    process = spawn.Process(target=serve_model, args=(theirs, model_s), daemon=True)
+    process.start()
+    try:
+        port = await asyncio.to_thread(ours.recv)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        await asyncio.to_thread(process.join)
+
+
+def serve_model(conn: Connection, model_s: float) -> None:
+    """In the model process: serve :data:`ten_steps`, each call held ``model_s``, until terminated."""
 
     async def thinking(body: dict[str, Any]) -> None:
         await asyncio.sleep(model_s)
 
-    with tempfile.TemporaryDirectory(prefix="pydsh-bench-busy-") as tmp:
-        workspace = workspace_in(tmp)
+    async def serve() -> None:
         async with MockModelServer(choose=ten_steps, chunkDelayMs=0, hold=thinking if model_s else None) as server:
-            options: dict[str, Any] = {"cwd": workspace, "dsh_home": Path(tmp) / "home", "base_url": server.base_url}
+            conn.send(server.port)
+            await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """This process's cyclic collector off for the block (as it was after)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+async def busy_probe(sessions: int, dsh_bin: str, model_s: float) -> None:
+    """``sessions`` 10-step prompts at once, each model call taking ``model_s``; meanwhile the latency of two
+    requests answered in process. Like ``timeit``, the bench turns its own cyclic collector off meanwhile: the
+    RunResults of 500 sessions make its full collections last a few hundred ms, and a probe answer waiting in
+    the pipe through one of those would be the bench's pause, not the server's."""
+    with tempfile.TemporaryDirectory(prefix="pydsh-bench-busy-") as tmp, collector_off():
+        workspace = workspace_in(tmp)
+        async with model_process(model_s) as base_url:
+            options: dict[str, Any] = {"cwd": workspace, "dsh_home": Path(tmp) / "home", "base_url": base_url}
             async with AsyncHarness(api_key="sk-bench", request_timeout=600, dsh_bin=dsh_bin, **options) as harness:
                 probe = harness.session()
                 await probe.run("Read a.txt ten times.")
