@@ -89,6 +89,40 @@ class FrozenList(list[Any]):
         return (list, (thaw(self),))
 
 
+def _untrack_in_cpython(container: Any) -> None:
+    """Bind :func:`_untrack` on first use (``ctypes`` stays off the start-up path), then untrack."""
+    global _untrack
+    try:
+        import ctypes
+
+        untrack = ctypes.pythonapi.PyObject_GC_UnTrack
+    except (ImportError, AttributeError):  # not CPython: the containers stay tracked
+        _untrack = _keep_tracked
+        return
+    untrack.argtypes = [ctypes.py_object]
+    untrack.restype = None
+    _untrack = untrack
+    untrack(container)
+
+
+def _keep_tracked(container: Any) -> None:
+    """Where the interpreter offers no way to untrack: nothing."""
+
+
+_untrack: Callable[[Any], None] = _untrack_in_cpython
+"""Take a frozen container out of the cyclic collector's view (CPython's ``PyObject_GC_UnTrack``). The log's
+frozen data are trees of JSON values, built fresh, that never change: they cannot be part of a reference
+cycle, yet as instances of dict and list subclasses CPython tracks them all (exact dicts and tuples of atoms
+it would skip). They are most of a busy server's containers, so every full collection walked them for
+nothing; reference counting still frees them."""
+
+
+def _tree(container: Any) -> Any:
+    """``container`` (a frozen one of JSON values only), untracked; see :data:`_untrack`."""
+    _untrack(container)
+    return container
+
+
 def snapshot(value: Any, path: str = "data") -> Any:
     """Deep-copy ``value`` into frozen containers, enforcing lossless JSON (spec 02 §3); text enters the
     log with unpaired surrogates replaced by U+FFFD (``pydsh.kernel.text``)."""
@@ -113,9 +147,9 @@ def snapshot(value: Any, path: str = "data") -> Any:
             if type(key) is not str:
                 raise TypeError(f"{path}: object key {key!r} is not a string")
             out[key if key.isascii() else without_lone_surrogates(key)] = snapshot(item, f"{path}.{key}")
-        return FrozenDict(out)
+        return _tree(FrozenDict(out))
     if isinstance(value, (list, tuple)):
-        return FrozenList([snapshot(item, f"{path}[{i}]") for i, item in enumerate(value)])
+        return _tree(FrozenList([snapshot(item, f"{path}[{i}]") for i, item in enumerate(value)]))
     if isinstance(value, str):
         return without_lone_surrogates(str(value))
     if isinstance(value, int):
@@ -127,9 +161,9 @@ def freeze(value: Any) -> Any:
     """``value`` (parsed JSON) with every dict and list made immutable; frozen containers are shared, not copied."""
     kind = type(value)
     if kind is dict:
-        return FrozenDict({k: freeze(v) if type(v) in _MUTABLE else v for k, v in value.items()})
+        return _tree(FrozenDict({k: freeze(v) if type(v) in _MUTABLE else v for k, v in value.items()}))
     if kind is list:
-        return FrozenList([freeze(v) if type(v) in _MUTABLE else v for v in value])
+        return _tree(FrozenList([freeze(v) if type(v) in _MUTABLE else v for v in value]))
     return value
 
 
@@ -144,12 +178,12 @@ def freeze_parsed(value: Any) -> Any:
         for key, item in value.items():
             if type(item) in _MUTABLE:
                 value[key] = freeze_parsed(item)
-        return FrozenDict(value)
+        return _tree(FrozenDict(value))
     if kind is list:
         for index, item in enumerate(value):
             if type(item) in _MUTABLE:
                 value[index] = freeze_parsed(item)
-        return FrozenList(value)
+        return _tree(FrozenList(value))
     return value
 
 

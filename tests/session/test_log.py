@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import json
 import math
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from pydsh.kernel import Kernel
 from pydsh.session.errors import SessionForkError, SessionFormatUnsupportedError, SessionLogError
-from pydsh.session.events import collector_paused, make_header, thaw
+from pydsh.session.events import collector_paused, freeze_parsed, make_header, thaw
 from pydsh.session.log import Session, SessionStore
 from pydsh.session.repair import tail_turn_closers
 from tests.conftest import golden_rows
@@ -83,6 +84,27 @@ def test_stored_events_are_frozen_like_appended_ones() -> None:
     with pytest.raises(TypeError, match="immutable"):
         session.request_header()["config"]["model"] = "other"  # type: ignore[index]
     assert session.events[0]["data"] == events[0]["data"] and session.events[0] is not events[0]
+
+
+def containers(value: Any) -> list[Any]:
+    """``value`` and every dict and list inside it."""
+    if isinstance(value, dict):
+        return [value, *(c for item in value.values() for c in containers(item))]
+    if isinstance(value, list):
+        return [value, *(c for item in value for c in containers(item))]
+    return []
+
+
+def test_logged_data_is_out_of_the_cyclic_collectors_view() -> None:
+    header, events = golden_rows()
+    session = Session(header, events)
+    session.append("user/message", user("hi", "m9"), surface_op="append")
+    assert all(containers(event["data"]) for event in session.events)
+    tracked = [c for event in session.events for c in containers(event["data"]) if gc.is_tracked(c)]
+    assert tracked == [], "acyclic frozen trees need no walk by every full collection"
+    assert session.events[-1]["data"]["content"][0]["text"] == "hi"
+    read_back = freeze_parsed(json.loads(json.dumps(events[-1]["data"])))
+    assert read_back == events[-1]["data"] and not any(gc.is_tracked(c) for c in containers(read_back))
 
 
 # -- append semantics ------------------------------------------------------------------------
