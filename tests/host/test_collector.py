@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 import pydsh.testing
 from pydsh.host import collector, launch
-from pydsh.host.collector import FULL_EVERY, Pacer, paced
+from pydsh.host.collector import FULL_EVERY, MIDDLE_EVERY, Pacer, paced
 
 
 class Node:
@@ -64,7 +65,7 @@ async def test_a_full_collection_freezes_what_survived_and_leaves_frozen_cycles_
 async def test_pacing_ends_with_nothing_frozen_and_the_thresholds_restored() -> None:
     before = gc.get_threshold()
     with paced(lambda: False):
-        assert gc.get_threshold() == (before[0], before[1], FULL_EVERY)
+        assert gc.get_threshold() == (before[0], MIDDLE_EVERY, FULL_EVERY)
         frozen_cycle()
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0
@@ -159,12 +160,17 @@ async def test_the_host_is_idle_only_while_no_agent_runs_a_turn(tmp_path: Path) 
         assert host.idle
 
 
-async def test_an_app_runs_with_the_collector_paced(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_app_runs_with_the_collector_paced_and_threads_switching_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     seen: list[tuple[int, int, int]] = []
+    switch: list[float] = []
+    before = sys.getswitchinterval()
 
     class App:
         async def run(self, host: object, args: list[str]) -> int:
             seen.append(gc.get_threshold())
+            switch.append(sys.getswitchinterval())
             return 7
 
     async def close() -> None:
@@ -179,3 +185,4 @@ async def test_an_app_runs_with_the_collector_paced(monkeypatch: pytest.MonkeyPa
     assert await launch.serve("headless", [], []) == 7
     assert seen[0][2] == FULL_EVERY
     assert collector._pacer is None
+    assert switch == [launch.SWITCH_INTERVAL_S] and sys.getswitchinterval() == before
