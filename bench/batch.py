@@ -14,7 +14,8 @@ time, the server's CPU time and peak RSS. Both run in the reference runtime too 
 while a probe times requests answered in process: ``session/working-directory/get`` of a live session
 and ``session/status`` (not a method of wire 0.2: answered with its error, through the same queue); once
 per ``--busy-model-s`` value, the time each model call takes (0: the server is saturated, and a request
-waits behind whatever the event loop has queued).
+waits behind whatever the event loop has queued). There the mock model runs in a process of its own and
+the bench's own collector is off, so the figures are the server's.
 Zero skips a part (``--tasks 0`` skips the batch backends).
 """
 
