@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import io
 import itertools
 import json
@@ -34,7 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from pydsh.batch.local import LocalBackend  # noqa: E402
 from pydsh.batch.progress import PlainDisplay  # noqa: E402
 from pydsh.batch.runner import Backend, Batch, Options  # noqa: E402
 from pydsh.sdk.client import AsyncHarness, JsonRpcError  # noqa: E402
+from pydsh.session.events import collector_paused  # noqa: E402
 from pydsh.testing.mock_model_server import MockModelServer  # noqa: E402
 
 READ = {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]}
@@ -197,24 +197,12 @@ def serve_model(conn: Connection, model_s: float) -> None:
     asyncio.run(serve())
 
 
-@contextlib.contextmanager
-def collector_off() -> Iterator[None]:
-    """This process's cyclic collector off for the block (as it was after)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 async def busy_probe(sessions: int, dsh_bin: str, model_s: float) -> None:
     """``sessions`` 10-step prompts at once, each model call taking ``model_s``; meanwhile the latency of two
     requests answered in process. Like ``timeit``, the bench turns its own cyclic collector off meanwhile: the
     RunResults of 500 sessions make its full collections last a few hundred ms, and a probe answer waiting in
     the pipe through one of those would be the bench's pause, not the server's."""
-    with tempfile.TemporaryDirectory(prefix="pydsh-bench-busy-") as tmp, collector_off():
+    with tempfile.TemporaryDirectory(prefix="pydsh-bench-busy-") as tmp, collector_paused():
         workspace = workspace_in(tmp)
         async with model_process(model_s) as base_url:
             options: dict[str, Any] = {"cwd": workspace, "dsh_home": Path(tmp) / "home", "base_url": base_url}
