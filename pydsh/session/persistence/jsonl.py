@@ -70,8 +70,9 @@ if TYPE_CHECKING:
 
 BATCH_WINDOW_S = 0.2
 SMALL_BATCH = 32 * 1024
-SMALL_LEVEL = 15
-LARGE_LEVEL = 9
+LEVEL = 9
+"""zstd level of every batch: level 15 wrote read steps 4 % smaller and compressed a step's batch in 86 µs
+instead of 14 µs, on the path of every step; both stay under the reference runtime's bytes (decision 0016)."""
 PLAIN = "session.v4.jsonl"
 ZSTD = "session.v4.jsonl.zstd"
 LOCK = "session.lock"
@@ -781,23 +782,23 @@ class JsonlPersistence:
                 log.warning('session "%s": an observer of stored batches failed', handle.id, exc_info=True)
 
     def frame(self, payload: bytes, compressed: bool) -> bytes:
-        """``payload`` as written to a log of that encoding: itself, or one checksummed zstd frame.
+        """``payload`` as written to a log of that encoding: itself, or one checksummed zstd frame at ``LEVEL``.
 
-        Batches up to ``SMALL_BATCH`` bytes (nearly all of them) get ``SMALL_LEVEL`` from one kept
-        compressor; handles write from worker threads and a compressor is not thread-safe, so those take
-        turns. A larger batch gets a level that keeps the flush barrier short, from a compressor of its
-        own: a compressor keeps the workspace of the largest input it saw (10 MB after a 5 MB answer's
-        batch). ``zstandard`` is imported here, on the first compressed write, to keep it off the start path.
+        Batches up to ``SMALL_BATCH`` bytes (nearly all of them) share one kept compressor; handles write
+        from worker threads and a compressor is not thread-safe, so those take turns. A larger batch gets a
+        compressor of its own: a compressor keeps the workspace of the largest input it saw (10 MB after a
+        5 MB answer's batch). ``zstandard`` is imported here, on the first compressed write, to keep it off
+        the start path.
         """
         if not compressed:
             return payload
         import zstandard
 
         if len(payload) > SMALL_BATCH:
-            return zstandard.ZstdCompressor(level=LARGE_LEVEL, write_checksum=True).compress(payload)
+            return zstandard.ZstdCompressor(level=LEVEL, write_checksum=True).compress(payload)
         with self._compressing:
             if self._compressor is None:
-                self._compressor = zstandard.ZstdCompressor(level=SMALL_LEVEL, write_checksum=True)
+                self._compressor = zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)
             return self._compressor.compress(payload)
 
     def track(self, task: asyncio.Task[None]) -> None:
