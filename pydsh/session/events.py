@@ -123,9 +123,26 @@ def _tree(container: Any) -> Any:
     return container
 
 
+class _Lossy(Exception):
+    """A value lossless JSON cannot carry; ``where`` grows by one key or index per level it unwinds."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        self.where = ""
+
+
 def snapshot(value: Any, path: str = "data") -> Any:
     """Deep-copy ``value`` into frozen containers, enforcing lossless JSON (spec 02 §3); text enters the
-    log with unpaired surrogates replaced by U+FFFD (``pydsh.kernel.text``)."""
+    log with unpaired surrogates replaced by U+FFFD (``pydsh.kernel.text``). A ``TypeError`` names where
+    under ``path`` the offending value is."""
+    try:
+        return _frozen_copy(value)
+    except _Lossy as exc:
+        raise TypeError(f"{path}{exc.where}: {exc.problem}") from None
+
+
+def _frozen_copy(value: Any) -> Any:
+    """``snapshot``'s walk; the path of a failure is built only when there is one (every logged event passes here)."""
     kind = type(value)
     if kind is str:
         return value if value.isascii() else without_lone_surrogates(value)
@@ -134,27 +151,40 @@ def snapshot(value: Any, path: str = "data") -> Any:
     if kind is int:
         if -MAX_SAFE <= value <= MAX_SAFE:
             return value
-        raise TypeError(f"{path}: integer {value} is outside the safe range ±(2^53-1)")
+        raise _Lossy(f"integer {value} is outside the safe range ±(2^53-1)")
     if kind is float:
         if not math.isfinite(value):
-            raise TypeError(f"{path}: non-finite number {value!r} is not lossless JSON")
+            raise _Lossy(f"non-finite number {value!r} is not lossless JSON")
         if value == 0.0 and math.copysign(1.0, value) < 0:
-            raise TypeError(f"{path}: -0.0 is not lossless JSON")
+            raise _Lossy("-0.0 is not lossless JSON")
         return value
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise TypeError(f"{path}: object key {key!r} is not a string")
-            out[key if key.isascii() else without_lone_surrogates(key)] = snapshot(item, f"{path}.{key}")
-        return _tree(FrozenDict(out))
+        copied: dict[str, Any] = {}
+        key: Any = None
+        try:
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise _Lossy(f"object key {key!r} is not a string")
+                copied[key if key.isascii() else without_lone_surrogates(key)] = _frozen_copy(item)
+        except _Lossy as exc:
+            if type(key) is str:
+                exc.where = f".{key}{exc.where}"
+            raise
+        return _tree(FrozenDict(copied))
     if isinstance(value, (list, tuple)):
-        return _tree(FrozenList([snapshot(item, f"{path}[{i}]") for i, item in enumerate(value)]))
+        out: list[Any] = []
+        try:
+            for item in value:
+                out.append(_frozen_copy(item))
+        except _Lossy as exc:
+            exc.where = f"[{len(out)}]{exc.where}"
+            raise
+        return _tree(FrozenList(out))
     if isinstance(value, str):
         return without_lone_surrogates(str(value))
     if isinstance(value, int):
-        return snapshot(int(value), path)
-    raise TypeError(f"{path}: {type(value).__name__} is not lossless JSON")
+        return _frozen_copy(int(value))
+    raise _Lossy(f"{type(value).__name__} is not lossless JSON")
 
 
 def freeze(value: Any) -> Any:

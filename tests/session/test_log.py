@@ -12,7 +12,7 @@ import pytest
 
 from pydsh.kernel import Kernel
 from pydsh.session.errors import SessionForkError, SessionFormatUnsupportedError, SessionLogError
-from pydsh.session.events import collector_paused, freeze_parsed, make_header, thaw
+from pydsh.session.events import collector_paused, freeze_parsed, make_header, snapshot, thaw
 from pydsh.session.log import Session, SessionStore
 from pydsh.session.repair import tail_turn_closers
 from tests.conftest import golden_rows
@@ -132,6 +132,21 @@ def test_lossless_json_is_enforced(bad: object) -> None:
     with pytest.raises(TypeError):
         s.append("session/title", {"title": "t", "messageSeqs": [], "source": {"kind": "user"}, "x": bad})
     assert s.events == []
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"a": [{"b": 1}, {"c": math.nan}]}, "data.a[1].c: non-finite number nan is not lossless JSON"),
+        ({"a": ({"b": 2**53},)}, "data.a[0].b: integer 9007199254740992 is outside the safe range"),
+        ({"a": {"b": {1: "x"}}}, "data.a.b: object key 1 is not a string"),
+        ({"a": [[b"x"]]}, "data.a[0][0]: bytes is not lossless JSON"),
+    ],
+)
+def test_a_lossy_value_is_named_by_its_path(data: dict[str, object], message: str) -> None:
+    with pytest.raises(TypeError) as caught:
+        snapshot(data)
+    assert str(caught.value).startswith(message)
 
 
 def test_tuples_are_stored_as_lists() -> None:
