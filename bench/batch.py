@@ -7,7 +7,8 @@ Run: python bench/batch.py [--tasks 50] [--workers 2] [--no-ray] [--step-cpu 50,
 Each task reads a file nine times and answers (10 steps) against the loopback mock model. Printed per
 backend: tasks/s, harness CPU per step (the worker's own CPU time while it ran the task, over its
 steps), the peak RSS of a worker. ``--step-cpu`` runs one session of read steps in one ``pydsh
---profile sdk`` process and prints the median server CPU of one step around each given step count.
+--profile sdk`` process and prints the median server CPU of one step around each given step count, and
+the same figure for the libraries alone doing a step's unavoidable work (``bench/step_floor.py``).
 Then ``--sessions`` sessions of the same 10-step task are prompted at once in one SDK process: wall
 time, the server's CPU time and peak RSS. Both run in the reference runtime too with ``--reference``
 (EXE defaults to ``$PYDSH_REFERENCE_DSH``). Last, ``--busy-sessions`` 10-step sessions run at once
@@ -42,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.sdk import cpu_s  # noqa: E402
+from bench.step_floor import floor, report  # noqa: E402
 from pydsh.batch.local import LocalBackend  # noqa: E402
 from pydsh.batch.progress import PlainDisplay  # noqa: E402
 from pydsh.batch.runner import Backend, Batch, Options  # noqa: E402
@@ -259,6 +261,7 @@ async def main() -> None:
     if args.step_cpu:
         at = [int(n) for n in args.step_cpu.split(",")]
         await step_cpu("pydsh", at, pydsh)
+        print(report(at, await floor(at)))
         if args.reference:
             await step_cpu("reference", at, args.reference)
     if args.sessions:
