@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
+from pydsh.kernel.errors import PydshError
 from pydsh.kernel.text import without_lone_surrogates
 from pydsh.session.errors import SessionFormatUnsupportedError, SessionLogError
 
@@ -123,7 +124,7 @@ def _tree(container: Any) -> Any:
     return container
 
 
-class _Lossy(Exception):
+class _Lossy(PydshError):
     """A value lossless JSON cannot carry; ``where`` grows by one key or index per level it unwinds."""
 
     def __init__(self, problem: str) -> None:
