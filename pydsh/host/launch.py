@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from pydsh.host.collector import paced
@@ -35,6 +35,14 @@ def switching(interval: float) -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(before)
+
+
+@contextlib.contextmanager
+def app_runtime(idle: Callable[[], bool]) -> Iterator[None]:
+    """How every app runs, whichever launcher starts it: the collector paced (``pydsh.host.collector``;
+    ``idle`` says whether no turn runs) and threads switching every :data:`SWITCH_INTERVAL_S`."""
+    with paced(idle), switching(SWITCH_INTERVAL_S):
+        yield
 
 
 def configure_logging() -> None:
@@ -71,13 +79,12 @@ async def started(profile: str, rows: list[Row]) -> Host | int:
 
 
 async def serve(profile: str, rows: list[Row], args: list[str]) -> int:
-    """Load ``rows`` as ``profile``'s host and run its app, the collector paced (``pydsh.host.collector``) and
-    threads switching every :data:`SWITCH_INTERVAL_S`."""
+    """Load ``rows`` as ``profile``'s host and run its app in the :func:`app_runtime`."""
     host = await started(profile, rows)
     if isinstance(host, int):
         return host
     try:
-        with paced(lambda: host.idle), switching(SWITCH_INTERVAL_S):
+        with app_runtime(lambda: host.idle):
             return await host.ctx.require(APP).run(host, args)
     finally:
         await host.close()

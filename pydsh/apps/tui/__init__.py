@@ -78,7 +78,7 @@ def launch(profile: str, composed: Callable[[], list[Row]], args: list[str]) -> 
     options = usable_options(args)
     if isinstance(options, int):
         return options
-    from pydsh.host.launch import configure_logging, load_host
+    from pydsh.host.launch import app_runtime, configure_logging, load_host
 
     configure_logging()
     loading: list[Host] = []
@@ -89,7 +89,8 @@ def launch(profile: str, composed: Callable[[], list[Row]], args: list[str]) -> 
 
     async def run() -> int:
         try:
-            return await run_tui(loaded, options, paint_first=options.resume is None)
+            with app_runtime(lambda: all(host.idle for host in loading)):
+                return await run_tui(loaded, options, paint_first=options.resume is None)
         finally:
             for host in loading:
                 await host.close()

@@ -124,3 +124,31 @@ def test_a_terminal_profile_without_the_terminal_app_is_refused_in_one_line(
     assert failed.value.line == (
         "pydsh: profile tui has no tui-app row; recreate it with pydsh --profile tui --from-default-profile tui"
     )
+
+
+def test_the_terminal_runs_in_the_same_app_runtime_as_every_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terminal has a launcher of its own (it draws before the profile loads), yet like every app it runs
+    with the collector paced (a full collection walked the whole screen's widgets mid-answer: 35 ms pauses)
+    and threads switching every ``SWITCH_INTERVAL_S`` (the keyboard is read by a thread)."""
+    import gc
+
+    import pydsh.apps.tui as tui
+    from pydsh.host import collector, launch
+
+    seen: list[tuple[object, float, tuple[int, int, int]]] = []
+    before = (sys.getswitchinterval(), gc.get_threshold())
+
+    async def screen(loaded: Any, options: TuiOptions, *, paint_first: bool = False) -> int:
+        seen.append((collector._pacer, sys.getswitchinterval(), gc.get_threshold()))
+        return 3
+
+    monkeypatch.setattr(tui, "run_tui", screen)
+    monkeypatch.setattr(launch, "configure_logging", lambda: None)
+    monkeypatch.setattr(collector, "_pacer", None)
+    assert tui.launch("tui", lambda: [], []) == 3
+    [(pacer, interval, thresholds)] = seen
+    assert isinstance(pacer, collector.Pacer)
+    assert interval == launch.SWITCH_INTERVAL_S
+    assert thresholds[1:] == (collector.MIDDLE_EVERY, collector.FULL_EVERY)
+    assert collector._pacer is None
+    assert (sys.getswitchinterval(), gc.get_threshold()) == before
