@@ -28,7 +28,7 @@ from pydsh.apps.tui import cards
 from pydsh.apps.tui.cards import subject
 from pydsh.apps.tui.commands import COMMANDS, Completion, FileIndex, command_completions
 from pydsh.apps.tui.feed import Block, Feed, parse_arguments
-from pydsh.apps.tui.widgets import AskPanel, BlockView, CompletionList, Lines, PromptArea, QuestionPanel
+from pydsh.apps.tui.widgets import AskPanel, CompletionList, Lines, PromptArea, QuestionPanel, View, view_of
 from pydsh.host import HostError
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ class PydshTui(App[int]):
         """Prompts sent before the session was open: sent once it is."""
         self.feed = Feed()
         self.viewing = ""
-        self.views: dict[str, BlockView] = {}
+        self.views: dict[str, View] = {}
         self.first = 0
         self.running = False
         self.asks: deque[Ask] = deque()
@@ -256,8 +256,8 @@ class PydshTui(App[int]):
         self._mount_pending()
         return True
 
-    async def _mount(self, blocks: list[Block], before: BlockView | None = None) -> None:
-        views = [BlockView(b) for b in blocks]
+    async def _mount(self, blocks: list[Block], before: View | None = None) -> None:
+        views = [view_of(b) for b in blocks]
         for view in views:
             self.views[view.block.key] = view
         if views:
@@ -338,7 +338,7 @@ class PydshTui(App[int]):
         if not self.pending or (self.running and now - self.mounted_at < MOUNT_S):
             return
         follow = self.following
-        views = [BlockView(b) for b in self.pending.values()]
+        views = [view_of(b) for b in self.pending.values()]
         self.pending = {}
         self.mounted_at = now
         for view in views:

@@ -14,7 +14,7 @@ from pydsh.apps.tui import app as screen_module
 from pydsh.apps.tui import controller as controller_module
 from pydsh.apps.tui.app import PydshTui
 from pydsh.apps.tui.controller import Controller
-from pydsh.apps.tui.widgets import BlockView
+from pydsh.apps.tui.widgets import AnswerView, BlockView
 from pydsh.session.keys import SESSION_QUERY
 from pydsh.testing.hosts import ScriptedHost
 from tests.apps.tui.conftest import Opener
@@ -158,7 +158,7 @@ async def test_a_resumed_session_shows_its_last_turn_before_it_opens_then_the_fu
             assert "resuming…" in text
             assert "last answer" in text
             assert [b.text for b in app.feed.blocks if b.kind == "user"] == ["the last prompt"]
-            cards = list(app.transcript.query(BlockView))
+            cards = [v for v in app.transcript.children if isinstance(v, BlockView | AnswerView)]
             await pilot.press("h", "i", "enter")
             await pilot.pause()
             assert controller.agent is None
@@ -167,13 +167,13 @@ async def test_a_resumed_session_shows_its_last_turn_before_it_opens_then_the_fu
                 await pilot.pause(0.05)
                 if "again" in "\n".join(s.text for s in app.screen._compositor.render_strips()):
                     break
-            assert list(app.transcript.query(BlockView))[: len(cards)] == cards
+            assert [v for v in app.transcript.children if isinstance(v, BlockView | AnswerView)][: len(cards)] == cards
             assert [b.text for b in app.feed.blocks if b.kind == "user"] == [
                 "the first prompt",
                 "the last prompt",
                 "hi",
             ]
-            shown = [view.block.key for view in app.transcript.query(BlockView)]
+            shown = [view.block.key for view in app.transcript.children if isinstance(view, BlockView | AnswerView)]
             assert shown == [b.key for b in app.feed.blocks[app.first :]]
             assert all(app.views[key].block is app.feed.get(key) for key in shown)
             text = "\n".join(s.text for s in app.screen._compositor.render_strips())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydsh.apps.tui.screens import AgentTreeScreen, HelpScreen, Picker, SessionPicker
-from pydsh.apps.tui.widgets import BlockView
+from pydsh.apps.tui.widgets import AnswerView, BlockView
 from tests.apps.tui.conftest import Opener
 
 ESCALATE = {
@@ -312,7 +312,7 @@ async def test_cards_arriving_tick_after_tick_while_running_are_mounted_together
                 await t.pilot.pause(0.06)
         t.app.running = False
         await t.shows("glob  *39.md")
-        shown = [view.block.key for view in t.app.transcript.query(BlockView)]
+        shown = [view.block.key for view in t.app.transcript.children if isinstance(view, BlockView | AnswerView)]
         assert shown == [block.key for block in t.app.feed.blocks[t.app.first :]]
         assert shown[-40:] == [f"ccall-{i}" for i in range(40)]
         assert not t.app.pending
