@@ -147,7 +147,7 @@ def workspace_in(tmp: str) -> Path:
     return workspace
 
 
-async def step_cpu(label: str, at: list[int], dsh_bin: str) -> None:
+async def step_cpu(label: str, at: list[int], dsh_bin: str) -> list[float]:
     """One session of read steps; the server's CPU between consecutive ``step/start`` events, median around each count."""
     steps = max(at) + WINDOW
     with tempfile.TemporaryDirectory(prefix="pydsh-bench-steps-") as tmp:
@@ -165,8 +165,10 @@ async def step_cpu(label: str, at: list[int], dsh_bin: str) -> None:
 
                 await harness.session().run("Read a.txt again and again.", on_event=mark)
     cost = [(b - a) * 1000 for a, b in itertools.pairwise(marks)]
-    medians = ", ".join(f"{statistics.median(cost[n - WINDOW : n + WINDOW]):.1f} ms at {n}" for n in at)
-    print(f"{label:<9} harness CPU per read step (median of steps n-{WINDOW}..n+{WINDOW - 1}): {medians}")
+    medians = [statistics.median(cost[n - WINDOW : n + WINDOW]) for n in at]
+    figures = ", ".join(f"{m:.1f} ms at {n}" for n, m in zip(at, medians, strict=True))
+    print(f"{label:<9} harness CPU per read step (median of steps n-{WINDOW}..n+{WINDOW - 1}): {figures}")
+    return medians
 
 
 @contextlib.asynccontextmanager
@@ -260,10 +262,16 @@ async def main() -> None:
     pydsh = str(Path(sys.executable).parent / "pydsh")
     if args.step_cpu:
         at = [int(n) for n in args.step_cpu.split(",")]
-        await step_cpu("pydsh", at, pydsh)
-        print(report(at, await floor(at)))
+        ours = await step_cpu("pydsh", at, pydsh)
+        least = await floor(at)
+        print(report(at, least))
         if args.reference:
-            await step_cpu("reference", at, args.reference)
+            theirs = await step_cpu("reference", at, args.reference)
+            ratios = ", ".join(
+                f"pydsh {a / r:.2f}x, floor {b / r:.2f}x at {n}"
+                for n, a, b, r in zip(at, ours, least, theirs, strict=True)
+            )
+            print(f"{'ratio':<9} CPU per read step against the reference's: {ratios}")
     if args.sessions:
         await concurrent_sessions("pydsh", args.sessions, pydsh)
         if args.reference:
