@@ -99,12 +99,6 @@ class AnswerView(Vertical):
     answer redraws only the piece that grows. Textual redraws every line of a widget it refreshes, and a 30 KB
     answer in one widget cost 60-100 ms a tick; the pieces that stopped growing are not touched."""
 
-    DEFAULT_CSS = """
-    AnswerView > Static {
-        height: auto;
-    }
-    """
-
     def __init__(self, block: Block) -> None:
         super().__init__(classes=f"block block-{block.kind} tone-{block.title or 'none'}")
         self.block = block
