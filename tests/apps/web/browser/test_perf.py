@@ -99,8 +99,13 @@ def test_a_5_mb_streamed_answer_keeps_the_page_small(web, browse):
     shelf = page.locator("#conversation .answer .md-shelf").last
     # the turn's end can show a frame or two before the last shelf is drawn (drawing runs over frames)
     wait_for(lambda: f"step_{last}" in shelf.inner_text(), message=f"step_{last} drawn in the last shelf")
-    nodes = page.evaluate("document.getElementsByTagName('*').length")
-    assert nodes < 30_000, f"the page holds {nodes} nodes"
+    # shelves that left the screen let their nodes go one per animation frame, so the last few may still be
+    # queued when the stream ends (a clean CI run counted 36,874 nodes at that moment); they must all go
+    wait_for(
+        lambda: page.evaluate("document.getElementsByTagName('*').length") < 30_000,
+        timeout=10,
+        message="the off-screen shelves to let their nodes go (the page to hold fewer than 30,000 nodes)",
+    )
     page.evaluate("document.getElementById('panel-chat').scrollTop = 0")
     first = page.locator("#conversation .answer .md-shelf").first
     page.wait_for_function(
