@@ -34,9 +34,12 @@ from typing import Any
 
 import yaml
 
-from pydsh.testing.hosts import ScriptedHost, scripted_patch
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pydsh.testing.hosts import ScriptedHost, scripted_patch  # noqa: E402
+from tests.apps.web.browser.perf import markdown_answer, streamed_answer  # noqa: E402
+
 PLACEHOLDER = b"sk anything"
 """The prompt's placeholder in the first full frame, without its first letter: the cursor sits on it, so
 its colours split it from the rest until the cursor first blinks off (half a second later)."""
@@ -199,39 +202,13 @@ def heavy_turn(root: Path, calls: int) -> list[float]:
         term.quit()
 
 
-def markdown_answer(kb: int) -> str:
-    """About ``kb`` KB of the Markdown a model answers with, ending in a line the bench waits for."""
-    section = (
-        "## Step {n}\n\nThe change keeps the **public** API and moves the parsing into `reader.py`, so the "
-        "tests of the old module still pass while the new one grows. See [the notes](https://example.com).\n\n"
-        "- read the configuration once\n- validate it with a clear error\n- keep the old names as aliases\n\n"
-        "```python\ndef load(path: str) -> Config:\n    with open(path) as handle:\n"
-        "        return Config.parse(handle.read())\n```\n\n"
-    )
-    parts, n = [], 0
-    while sum(map(len, parts)) < kb * 1024:
-        parts.append(section.format(n=n))
-        n += 1
-    return "".join(parts) + "long answer done\n"
-
-
 def long_answer(root: Path, kb: int) -> list[float]:
     """Keystroke → echo, in milliseconds, while an answer of ``kb`` KB of Markdown streams."""
-    text = markdown_answer(kb)
-    pieces = [text[i : i + 40] for i in range(0, len(text), 40)]
-    chunks = [
-        {"type": "block-start", "index": 0, "blockType": "text"},
-        *({"type": "text-delta", "index": 0, "text": piece} for piece in pieces),
-        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
-        {"type": "usage", "usage": {"inputTokens": 10, "outputTokens": len(text) // 4, "totalTokens": 0}},
-        {"type": "finish", "reason": {"kind": "stop"}},
-    ]
+    text = markdown_answer(kb * 1024) + "long answer done\n"
     home, cwd = root / "answer", root / "work"
     cwd.mkdir(exist_ok=True)
-    patch = scripted_patch([{"kind": "chunks", "chunks": chunks}], WIDE)
-    patch[1]["insert"][0]["config"]["paceMs"] = 2
     path = root / "answer.yml"
-    path.write_text(yaml.safe_dump(patch))
+    path.write_text(yaml.safe_dump(scripted_patch([streamed_answer(text, 40)], WIDE, pace_ms=2)))
     term = Terminal([], home, cwd, path)
     try:
         return keystrokes(term, b"long answer done")

@@ -28,10 +28,15 @@ SCRIPTED_PROVIDERS: list[dict[str, Any]] = [
 """The default route served by the script: the profile's default model, retried without delay."""
 
 
-def scripted_patch(script: list[Any], providers: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """The patch that replaces the DeepSeek adapter by a scripted one serving ``providers``' routes."""
+def scripted_patch(
+    script: list[Any], providers: list[dict[str, Any]] | None = None, *, pace_ms: int = 0
+) -> list[dict[str, Any]]:
+    """The patch that replaces the DeepSeek adapter by a scripted one serving ``providers``' routes, each streamed
+    chunk ``pace_ms`` after the last."""
     catalog = providers if providers is not None else SCRIPTED_PROVIDERS
-    replay = {"scripts": copy.deepcopy(script), "providers": copy.deepcopy(catalog)}
+    replay: dict[str, Any] = {"scripts": copy.deepcopy(script), "providers": copy.deepcopy(catalog)}
+    if pace_ms:
+        replay["paceMs"] = pace_ms
     return [
         {"id": "llm-deepseek", "disabled": True},
         {"insert": [{"id": "llm-replay", "name": "llm-replay", "config": replay}]},
