@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.sdk import cpu_s  # noqa: E402
-from bench.step_floor import floor, report  # noqa: E402
+from bench.step_floor import READ, WINDOW, floor, report  # noqa: E402
 from pydsh.batch.local import LocalBackend  # noqa: E402
 from pydsh.batch.progress import PlainDisplay  # noqa: E402
 from pydsh.batch.runner import Backend, Batch, Options  # noqa: E402
@@ -51,9 +51,7 @@ from pydsh.sdk.client import AsyncHarness, JsonRpcError  # noqa: E402
 from pydsh.session.events import collector_paused  # noqa: E402
 from pydsh.testing.mock_model_server import MockModelServer  # noqa: E402
 
-READ = {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]}
 STEPS = 10
-WINDOW = 10
 
 
 def read_steps(steps: int) -> Any:

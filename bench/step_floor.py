@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 from pydsh.testing.mock_model_server import MockModelServer  # noqa: E402
 
 WINDOW = 10
+"""Steps either side of a count whose median is reported (``bench/batch.py`` uses the same window)."""
 READ = {"tool_calls": [{"name": "read", "arguments": {"file_path": "a.txt"}}]}
 HEADERS = {"content-type": "application/json", "accept": "text/event-stream", "x-api-key": "sk-bench"}
 
@@ -97,7 +98,7 @@ async def steps(url: str, count: int, directory: str) -> list[float]:
     return costs
 
 
-def read_steps(body: dict[str, Any]) -> Any:
+def always_read(body: dict[str, Any]) -> Any:
     return READ
 
 
@@ -105,7 +106,7 @@ async def floor(at: list[int]) -> list[float]:
     """The child's median CPU per step around each count in ``at``."""
     count = max(at) + WINDOW
     with tempfile.TemporaryDirectory(prefix="pydsh-bench-floor-") as tmp:
-        async with MockModelServer(choose=read_steps, chunkDelayMs=0) as server:
+        async with MockModelServer(choose=always_read, chunkDelayMs=0) as server:
             child = await asyncio.create_subprocess_exec(
                 sys.executable, __file__, "--child", server.base_url + "/v1/messages", str(count), tmp,
                 stdout=asyncio.subprocess.PIPE,
