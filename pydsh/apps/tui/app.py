@@ -28,7 +28,16 @@ from pydsh.apps.tui import cards
 from pydsh.apps.tui.cards import subject
 from pydsh.apps.tui.commands import COMMANDS, Completion, FileIndex, command_completions
 from pydsh.apps.tui.feed import Block, Feed, parse_arguments
-from pydsh.apps.tui.widgets import AskPanel, CompletionList, Lines, PromptArea, QuestionPanel, View, view_of
+from pydsh.apps.tui.widgets import (
+    AskPanel,
+    BlockView,
+    CompletionList,
+    Lines,
+    PromptArea,
+    QuestionPanel,
+    View,
+    view_of,
+)
 from pydsh.host import HostError
 
 if TYPE_CHECKING:
@@ -725,7 +734,7 @@ class PydshTui(App[int]):
 
     def action_fold_all(self) -> None:
         """Unfold every tool card shown, or fold them all if any is open."""
-        cards = [v for v in self.views.values() if v.block.kind == "tool"]
+        cards = [v for v in self.views.values() if isinstance(v, BlockView) and v.block.kind == "tool"]
         expand = not any(v.expanded for v in cards)
         for view in cards:
             view.set_expanded(expand)

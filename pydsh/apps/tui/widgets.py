@@ -102,7 +102,6 @@ class AnswerView(Vertical):
     def __init__(self, block: Block) -> None:
         super().__init__(classes=f"block block-{block.kind} tone-{block.title or 'none'}")
         self.block = block
-        self.expanded = False
         self.shown_version = -1
         self.shown: list[tuple[Piece, Static]] = []
 
@@ -137,9 +136,6 @@ class AnswerView(Vertical):
         if len(self.shown) > len(texts):
             self.remove_children([widget for _, widget in self.shown[len(texts) :]])
             del self.shown[len(texts) :]
-
-    def set_expanded(self, expanded: bool) -> None:
-        """An answer does not fold."""
 
 
 View = BlockView | AnswerView
